@@ -1,0 +1,1 @@
+"""The world: RAMP topology, job graphs, partitioning, placement, JCT model, online simulator."""

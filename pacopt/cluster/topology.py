@@ -1,0 +1,192 @@
+"""The RAMP optical cluster: servers (communication group, rack, server), links and block shapes.
+
+Servers are numbered ``index = (c * R + r) * S + s`` (lexicographic ``c-r-s`` order, as in the
+reference). A worker (one per server) holds one job at a time; every server pair has a direct link
+with ``channels`` channels per direction.
+
+Block shapes follow the reference's RAMP rules (``ddls-semantics.md`` 5.3): a sub-op group of size
+``m`` goes on a rectangular block of ``(groups, racks, servers)`` or on a diagonal (one server per
+group and rack), searched in a fixed order and first-fit over origins without wrap-around.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from functools import cached_property, lru_cache
+
+from pacopt.cluster.errors import InputError
+
+DIAGONAL = -1  # the third entry of a diagonal shape (the reference writes (m, m, -1))
+
+
+@dataclass(frozen=True)
+class Block:
+    """A concrete block: its shape, its origin and its servers in sub-op order."""
+
+    shape: tuple[int, int, int]  # (groups, racks, servers per rack); (m, m, DIAGONAL) = diagonal
+    origin: tuple[int, int, int]
+    servers: tuple[int, ...]
+    mask: int  # bit i set <=> server i in the block
+
+    @property
+    def label(self) -> str:
+        """Compact text form used in results, e.g. ``0-0-0:4x4x1`` or ``0-0-1:diag4``."""
+        c, r, s = self.origin
+        if self.shape[2] == DIAGONAL:
+            return f"{c}-{r}-{s}:diag{self.shape[0]}"
+        return f"{c}-{r}-{s}:{self.shape[0]}x{self.shape[1]}x{self.shape[2]}"
+
+
+@dataclass(frozen=True)
+class RampCluster:
+    """A C x R x S RAMP cluster. Bandwidth in bytes/s, latencies in seconds, memory in bytes."""
+
+    communication_groups: int = 4
+    racks_per_group: int = 4
+    servers_per_rack: int = 2
+    channels: int = 1
+    total_node_bandwidth: float = 1.6e12
+    propagation_latency: float = 5e-8
+    worker_io_latency: float = 1e-7
+    worker_memory: float = 8e10
+
+    def __post_init__(self) -> None:
+        for name in ("communication_groups", "racks_per_group", "servers_per_rack", "channels"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"cluster.{name} must be an integer >= 1, got {value!r}")
+        if self.racks_per_group > self.communication_groups:
+            raise InputError("cluster.racks_per_group must not exceed cluster.communication_groups "
+                             "(a RAMP rule)")
+        for name in ("total_node_bandwidth", "worker_memory"):
+            if not getattr(self, name) > 0:
+                raise InputError(f"cluster.{name} must be > 0")
+        for name in ("propagation_latency", "worker_io_latency"):
+            if not getattr(self, name) >= 0:
+                raise InputError(f"cluster.{name} must be >= 0")
+
+    # ----- sizes and names ----------------------------------------------------------------------
+    @property
+    def num_servers(self) -> int:
+        return self.communication_groups * self.racks_per_group * self.servers_per_rack
+
+    @property
+    def channel_bandwidth(self) -> float:
+        """Bytes/s of one channel (one transceiver): total node bandwidth / C."""
+        return self.total_node_bandwidth / self.communication_groups
+
+    @property
+    def full_mask(self) -> int:
+        return (1 << self.num_servers) - 1
+
+    def index(self, c: int, r: int, s: int) -> int:
+        return (c * self.racks_per_group + r) * self.servers_per_rack + s
+
+    @cached_property
+    def coords(self) -> tuple[tuple[int, int, int], ...]:
+        """``coords[i]`` = (c, r, s) of server i."""
+        return tuple((c, r, s) for c in range(self.communication_groups)
+                     for r in range(self.racks_per_group) for s in range(self.servers_per_rack))
+
+    def server_name(self, index: int) -> str:
+        return "-".join(map(str, self.coords[index]))
+
+    def server_index(self, name: str) -> int:
+        """Index of server ``'c-r-s'``; raises :class:`InputError` if it is not on this cluster."""
+        try:
+            c, r, s = (int(x) for x in name.split("-"))
+        except (ValueError, AttributeError):
+            raise InputError(f"'{name}' is not a server name 'c-r-s'") from None
+        if not (0 <= c < self.communication_groups and 0 <= r < self.racks_per_group
+                and 0 <= s < self.servers_per_rack):
+            raise InputError(f"server '{name}' is not on this {self.describe()} cluster")
+        return self.index(c, r, s)
+
+    def describe(self) -> str:
+        return f"{self.communication_groups}x{self.racks_per_group}x{self.servers_per_rack}"
+
+    def to_dict(self) -> dict:
+        return {"topology": "ramp", **asdict(self)}
+
+    # ----- block shapes -------------------------------------------------------------------------
+    def shapes(self, m: int) -> tuple[tuple[int, int, int], ...]:
+        """Block shapes for a group of ``m`` sub-ops, in the reference's search order."""
+        return _shapes(self.communication_groups, self.racks_per_group, self.servers_per_rack, m)
+
+    def blocks(self, m: int) -> tuple[Block, ...]:
+        """Every block for ``m`` sub-ops, in first-fit order (shape, then origin c, r, s)."""
+        return _blocks(self, m)
+
+    def block_from_label(self, label: str, m: int) -> Block:
+        """The block a label names, checked to be a valid RAMP block for ``m`` sub-ops."""
+        for block in _blocks_by_label(self, m).get(label, ()):
+            return block
+        raise InputError(f"'{label}' is not a valid RAMP block for {m} sub-ops on a "
+                         f"{self.describe()} cluster")
+
+    def placeable_sizes(self, limit: int) -> tuple[int, ...]:
+        """Group sizes 1..limit that have at least one block on this cluster."""
+        return tuple(m for m in range(1, limit + 1) if self.blocks(m))
+
+
+@lru_cache(maxsize=None)
+def _shapes(C: int, R: int, S: int, m: int) -> tuple[tuple[int, int, int], ...]:
+    found: list[tuple[int, int, int]] = []
+    for i in range(1, m + 1):
+        if m % i:
+            continue
+        a, b = m // i, i
+        root = math.isqrt(a)
+        if root * root == a and root <= C and root <= R and b <= S:
+            found.append((root, root, b))
+        if a <= C and a <= R and b <= S:
+            found += [(a, 1, b), (a, b, 1)]
+    found += [(m, m, DIAGONAL), (m, 1, 1)]
+    unique: list[tuple[int, int, int]] = []
+    for shape in found:  # a repeated shape cannot find a block its first occurrence missed
+        if shape not in unique:
+            unique.append(shape)
+    return tuple(unique)
+
+
+@lru_cache(maxsize=None)
+def _blocks(cluster: RampCluster, m: int) -> tuple[Block, ...]:
+    C, R, S = cluster.communication_groups, cluster.racks_per_group, cluster.servers_per_rack
+    blocks: list[Block] = []
+    for shape in _shapes(C, R, S, m):
+        cb, rb, sb = shape
+        if sb == DIAGONAL:
+            if cb > C or cb > R:
+                continue
+            for i in range(C - cb + 1):
+                for j in range(R - cb + 1):
+                    for k in range(S):
+                        servers = tuple(cluster.index(i + t, j + t, k) for t in range(cb))
+                        blocks.append(_block(shape, (i, j, k), servers))
+        else:
+            if cb > C or rb > R or sb > S:
+                continue
+            for i in range(C - cb + 1):
+                for j in range(R - rb + 1):
+                    for k in range(S - sb + 1):
+                        servers = tuple(cluster.index(i + x, j + y, k + z) for x in range(cb)
+                                        for y in range(rb) for z in range(sb))
+                        blocks.append(_block(shape, (i, j, k), servers))
+    seen: set[tuple[int, ...]] = set()  # e.g. a 1-server diagonal is a 1x1x1 block again
+    return tuple(b for b in blocks if not (b.servers in seen or seen.add(b.servers)))
+
+
+def _block(shape, origin, servers) -> Block:
+    mask = 0
+    for s in servers:
+        mask |= 1 << s
+    return Block(shape=shape, origin=origin, servers=servers, mask=mask)
+
+
+@lru_cache(maxsize=None)
+def _blocks_by_label(cluster: RampCluster, m: int) -> dict[str, tuple[Block, ...]]:
+    out: dict[str, list[Block]] = {}
+    for block in _blocks(cluster, m):
+        out.setdefault(block.label, []).append(block)
+    return {k: tuple(v) for k, v in out.items()}
