@@ -1,0 +1,60 @@
+"""Where graphs come from: files, bundled examples and downloaded PipeDream profiles, by name."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pacopt.cluster.errors import InputError
+from pacopt.cluster.graph import JobGraph, graph_from_dict
+from pacopt.cluster.pipedream import PIPEDREAM_MODELS, read_pipedream
+
+#: The bundled example graphs, profiled by pacopt from models it defines (``pacopt.cluster.zoo``).
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples" / "graphs"
+
+
+def pipedream_dirs() -> list[Path]:
+    """Folders searched for PipeDream profiles named by model: ``$PACOPT_PIPEDREAM_DIR``, then
+    ``~/.cache/pacopt/pipedream`` (where ``pacopt download-pipedream`` puts them)."""
+    dirs = [Path(os.environ["PACOPT_PIPEDREAM_DIR"])] if os.environ.get("PACOPT_PIPEDREAM_DIR") else []
+    return dirs + [Path.home() / ".cache" / "pacopt" / "pipedream"]
+
+
+def find_pipedream(model: str) -> Path:
+    """The local profile of a known PipeDream model, or an :class:`InputError` saying how to get it."""
+    for folder in pipedream_dirs():
+        if (folder / f"{model}.txt").is_file():
+            return folder / f"{model}.txt"
+    raise InputError(f"PipeDream profile '{model}' not found in {', '.join(map(str, pipedream_dirs()))}; "
+                     f"run `pacopt download-pipedream {model}` or set PACOPT_PIPEDREAM_DIR")
+
+
+def read_graph_file(path: str | Path, name: str | None = None) -> JobGraph:
+    """Read a graph file: PipeDream ``.txt`` or the inline JSON form."""
+    path = Path(path)
+    if path.suffix == ".txt":
+        return read_pipedream(path, name)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as err:
+        raise InputError(f"cannot read graph file '{path}': {err.strerror}") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"graph file '{path}' is not valid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"graph file '{path}' must hold an object with 'ops' and 'deps'")
+    return graph_from_dict(data, name or data.get("name") or path.stem)
+
+
+def resolve_graph(spec: str) -> JobGraph:
+    """A graph from a path, a bundled example name (``cnn``) or a PipeDream model name."""
+    path = Path(spec)
+    if path.suffix in (".txt", ".json") or path.exists():
+        return read_graph_file(path)
+    if (EXAMPLES_DIR / f"{spec}.json").is_file():
+        return read_graph_file(EXAMPLES_DIR / f"{spec}.json", spec)
+    if spec in PIPEDREAM_MODELS:
+        return read_pipedream(find_pipedream(spec), spec)
+    examples = sorted(p.stem for p in EXAMPLES_DIR.glob("*.json"))
+    raise InputError(f"no graph '{spec}': not a file, a bundled example ({', '.join(examples)}) "
+                     "or a PipeDream model name")

@@ -1,0 +1,153 @@
+"""Online partitioning policies: at each arrival, pick a degree (0 = reject).
+
+A policy implements :class:`Policy`: ``choose(decision) -> int``. The :class:`Decision` shows the
+job, its per-degree table (empty cluster), the live cluster state, and lazily, for any degree, the
+first-fit placement against the live state and its JCT. The learned agent plugs in the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from pacopt.cluster.errors import InputError
+from pacopt.cluster.graph import JobGraph
+from pacopt.cluster.jct import JctModel, JobTable
+from pacopt.cluster.placement import Placement
+from pacopt.cluster.state import ClusterState
+
+
+@dataclass
+class Decision:
+    """Everything an online policy may look at for one arriving job."""
+
+    job_index: int
+    job_id: str
+    graph: JobGraph
+    max_jct_fraction: float
+    deadline_ms: float
+    table: JobTable
+    state: ClusterState
+    model: JctModel
+    _placements: dict[int, Placement | None] = field(default_factory=dict, repr=False)
+
+    @property
+    def max_degree(self) -> int:
+        return self.table.max_degree
+
+    def placement(self, degree: int) -> Placement | None:
+        """First-fit placement at ``degree`` on the servers free now (None: cannot be placed)."""
+        if degree not in self._placements:
+            counts = self.table.counts[degree] if degree else ()
+            self._placements[degree] = (self.model.place(self.graph, counts, self.state.occupied)
+                                        if degree and self.table.placed[degree] else None)
+        return self._placements[degree]
+
+    def placeable(self, degree: int) -> bool:
+        return self.placement(degree) is not None
+
+    def jct_ms(self, degree: int) -> float:
+        """JCT at ``degree`` as it would be placed now; ``inf`` if it cannot be placed."""
+        placement = self.placement(degree)
+        if placement is None:
+            return math.inf
+        return self.model.timing(self.graph, self.table.counts[degree], placement).jct_ms
+
+    @property
+    def valid_degrees(self) -> tuple[int, ...]:
+        """Degrees >= 1 that can be placed now, ascending."""
+        return tuple(d for d in range(1, self.max_degree + 1) if self.placeable(d))
+
+    def action_mask(self) -> np.ndarray:
+        """Boolean mask over 0..max degree (0, reject, is always allowed)."""
+        mask = np.zeros(self.max_degree + 1, dtype=bool)
+        mask[0] = True
+        mask[list(self.valid_degrees)] = True
+        return mask
+
+
+class Policy(Protocol):
+    """An online policy. ``reset`` is called once per episode with the episode's seed."""
+
+    name: str
+
+    def reset(self, seed: int | None) -> None: ...
+
+    def choose(self, decision: Decision) -> int: ...
+
+
+class _Deterministic:
+    name = ""
+
+    def reset(self, seed: int | None) -> None:
+        """Deterministic policies keep no state."""
+
+
+class Sequential(_Deterministic):
+    """No partitioning: degree 1 when it fits, else reject."""
+
+    name = "sequential"
+
+    def choose(self, decision: Decision) -> int:
+        return 1 if decision.placeable(1) else 0
+
+
+class ParaMax(_Deterministic):
+    """The canonical maximum parallelism: the largest degree that can be placed now."""
+
+    name = "para-max"
+
+    def choose(self, decision: Decision) -> int:
+        return next((d for d in range(decision.max_degree, 0, -1) if decision.placeable(d)), 0)
+
+
+class ParaMin(_Deterministic):
+    """The paper's Para_min: the smallest placeable degree >= ceil(1 / beta), ignoring
+    communication; the largest placeable one if none reaches it."""
+
+    name = "para-min"
+
+    def choose(self, decision: Decision) -> int:
+        valid = decision.valid_degrees
+        target = math.ceil(1.0 / decision.max_jct_fraction)
+        return next((d for d in valid if d >= target), valid[-1] if valid else 0)
+
+
+class MinFeasible(_Deterministic):
+    """The smallest degree whose computed JCT, placed now, meets the deadline; else reject."""
+
+    name = "min-feasible"
+
+    def choose(self, decision: Decision) -> int:
+        return next((d for d in decision.valid_degrees
+                     if decision.jct_ms(d) <= decision.deadline_ms), 0)
+
+
+class RandomDegree:
+    """Uniform over the degrees that can be placed now (reject only when none can)."""
+
+    name = "random"
+
+    def __init__(self) -> None:
+        self.rng = np.random.default_rng()
+
+    def reset(self, seed: int | None) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def choose(self, decision: Decision) -> int:
+        valid = decision.valid_degrees
+        return int(self.rng.choice(valid)) if valid else 0
+
+
+HEURISTICS = {cls.name: cls for cls in (Sequential, ParaMax, ParaMin, RandomDegree, MinFeasible)}
+
+
+def make_policy(name: str) -> Policy:
+    """A fresh heuristic policy by name (see :data:`HEURISTICS`)."""
+    try:
+        return HEURISTICS[name]()
+    except KeyError:
+        raise InputError(f"unknown policy '{name}'; known: {', '.join(HEURISTICS)}") from None

@@ -1,0 +1,126 @@
+"""The solution object every method returns, and its JSON result format (DESIGN.md section 5).
+
+A :class:`Solution` lists one :class:`JobRecord` per arrived job. Accepted jobs carry their degree,
+their footprint (``workers``, names ``c-r-s``) and ``blocks``: one block label per forward op
+(e.g. ``0-0-0:4x4x1``), from which anyone can re-derive the placement and so the JCT. Blocked jobs
+carry a ``reason``: ``rejected`` (the method chose degree 0), ``no_placement``, ``deadline`` or
+``horizon``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from pacopt.cluster.errors import InputError
+
+STATUSES = ("optimal", "feasible", "infeasible", "heuristic", "error")
+REASONS = ("rejected", "no_placement", "deadline", "horizon")
+
+
+@dataclass
+class JobRecord:
+    """What happened to one job."""
+
+    id: str
+    graph: str
+    arrival_ms: float
+    max_jct_fraction: float
+    deadline_ms: float
+    accepted: bool
+    degree: int = 0
+    workers: list[str] = field(default_factory=list)
+    blocks: list[str] = field(default_factory=list)
+    start_ms: float | None = None
+    jct_ms: float | None = None
+    comm_overhead_ms: float | None = None
+    reason: str | None = None
+
+    @property
+    def end_ms(self) -> float | None:
+        return None if self.start_ms is None or self.jct_ms is None else self.start_ms + self.jct_ms
+
+
+@dataclass
+class Solution:
+    """A method's answer for one instance, in the result format."""
+
+    method: str
+    preset: str
+    status: str
+    jobs: list[JobRecord]
+    instance: str | None = None
+    bound_accepted: int | None = None
+    gap: float | None = None
+    solve_seconds: float = 0.0
+    validated: bool = False
+    seed: int | None = None
+    metrics: dict = field(default_factory=dict)
+
+    @property
+    def arrived(self) -> int:
+        return len(self.jobs)
+
+    @property
+    def accepted(self) -> int:
+        return sum(job.accepted for job in self.jobs)
+
+    @property
+    def blocking_rate(self) -> float:
+        return 1.0 - self.accepted / self.arrived if self.jobs else 0.0
+
+    def to_dict(self) -> dict:
+        """The JSON result: summary keys first, then metrics, then the per-job records."""
+        return {"instance": self.instance, "method": self.method, "preset": self.preset,
+                "status": self.status, "accepted": self.accepted, "arrived": self.arrived,
+                "blocking_rate": self.blocking_rate, "bound_accepted": self.bound_accepted,
+                "gap": self.gap, "solve_seconds": self.solve_seconds, "validated": self.validated,
+                "seed": self.seed, "metrics": self.metrics,
+                "jobs": [asdict(job) for job in self.jobs]}
+
+    def dumps(self) -> str:
+        return json.dumps(_finite(self.to_dict()), indent=1)
+
+    def save(self, path: str | Path) -> None:
+        """Write the result JSON atomically (a partial file is never left behind)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(self.dumps())
+        tmp.replace(path)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Solution:
+        """Read a result JSON dict back (the derived summary keys are recomputed, not trusted)."""
+        try:
+            names = {f.name for f in fields(JobRecord)}
+            jobs = [JobRecord(**{k: v for k, v in job.items() if k in names}) for job in data["jobs"]]
+            return cls(method=data["method"], preset=data["preset"], status=data["status"],
+                       jobs=jobs, instance=data.get("instance"),
+                       bound_accepted=data.get("bound_accepted"), gap=data.get("gap"),
+                       solve_seconds=data.get("solve_seconds", 0.0),
+                       validated=data.get("validated", False), seed=data.get("seed"),
+                       metrics=data.get("metrics", {}))
+        except (KeyError, TypeError) as err:
+            raise InputError(f"not a pacopt result: {err}") from None
+
+    @classmethod
+    def load(cls, path: str | Path) -> Solution:
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text()))
+        except OSError as err:
+            raise InputError(f"cannot read result '{path}': {err.strerror}") from None
+        except json.JSONDecodeError as err:
+            raise InputError(f"result '{path}' is not valid JSON: {err}") from None
+
+
+def _finite(value):
+    """JSON has no NaN/inf: write them as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value

@@ -1,0 +1,179 @@
+"""Command lines: ``solve INSTANCE.json`` and ``pacopt <command>``.
+
+Exit codes: 0 success, 1 a solution failed validation, 2 bad input (one line on stderr saying
+which field or file and why), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pacopt.cluster.errors import InputError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits with its own usage text on a bad flag; make it a one-line InputError."""
+
+    def error(self, message):
+        raise InputError(message)
+
+
+def _run(main, argv) -> int:
+    """Turn bad input and Ctrl-C into a one-line message and an exit code, never a traceback."""
+    try:
+        return main(argv)
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+# ----- solve ---------------------------------------------------------------------------------------
+def _solve_parser() -> argparse.ArgumentParser:
+    from pacopt.solvers.api import DEFAULT_METHOD, METHODS
+
+    parser = _Parser(
+        prog="solve", description="Run a method on a pacopt instance and write a validated result.",
+        epilog="methods:\n" + "\n".join(f"  {k:14s} {v}" for k, v in METHODS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("instance", help="path to instance.json")
+    parser.add_argument("--method", default=DEFAULT_METHOD, choices=list(METHODS), metavar="NAME",
+                        help=f"method to run (default {DEFAULT_METHOD}; list below)")
+    parser.add_argument("--time-limit", type=float, metavar="S",
+                        help="time limit in seconds for exact methods")
+    parser.add_argument("--seed", type=int, help="seed of randomised methods")
+    parser.add_argument("--out", metavar="FILE",
+                        help="result file (default: <instance>.<method>.result.json beside the "
+                             "instance)")
+    parser.add_argument("--json", action="store_true", help="print the result JSON on stdout")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    return parser
+
+
+def solve_main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``solve`` command."""
+    return _run(_solve, argv)
+
+
+def _solve(argv) -> int:
+    from pacopt.solvers.api import solve
+
+    args = _solve_parser().parse_args(argv)
+    solution = solve(args.instance, args.method, time_limit=args.time_limit, seed=args.seed,
+                     progress=not (args.quiet or args.json))
+    out = Path(args.out) if args.out else Path(args.instance).with_suffix(
+        f".{args.method}.result.json")
+    solution.save(out)
+    if args.json:
+        print(solution.dumps())
+    if not args.quiet:
+        _summary(solution, out, sys.stderr if args.json else sys.stdout)
+    return 0 if solution.validated else 1
+
+
+def _summary(solution, out: Path, stream) -> None:
+    m = solution.metrics
+    rows = [("method", solution.method), ("preset", solution.preset), ("status", solution.status),
+            ("accepted / arrived", f"{solution.accepted} / {solution.arrived}"),
+            ("blocking rate", f"{solution.blocking_rate:.4f}"),
+            ("blocked by reason", ", ".join(f"{k} {v}" for k, v in
+                                            m.get("blocked_by_reason", {}).items())),
+            ("worker utilisation", f"{m.get('worker_utilisation', 0):.3f}"),
+            ("validated", "yes" if solution.validated else "NO: " + "; ".join(
+                m.get("validation_problems", [])[:3])),
+            ("solve time", f"{solution.solve_seconds:.3f} s"), ("result", str(out))]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}", file=stream)
+
+
+# ----- pacopt ---------------------------------------------------------------------------------------
+def pacopt_main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``pacopt`` command."""
+    return _run(_pacopt, argv)
+
+
+def _pacopt(argv) -> int:
+    parser = _Parser(prog="pacopt", description="pacopt tools")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("profile", help="per-degree table of one graph on an empty cluster")
+    p.add_argument("graph", help="a PipeDream graph.txt, an inline-graph .json, a bundled example "
+                                 "name (cnn, resnet, transformer) or a downloaded PipeDream model")
+    p.add_argument("--preset", choices=["ddls", "physical"], default="ddls")
+    p.add_argument("--json", action="store_true", help="print a JSON list of rows")
+    v = sub.add_parser("validate", help="re-check a result file against its instance")
+    v.add_argument("instance")
+    v.add_argument("result")
+    d = sub.add_parser("download-pipedream", help="fetch the public PipeDream profiles (internet)")
+    d.add_argument("models", nargs="*", help="models to fetch (default: all 14)")
+    d.add_argument("--dest", help="folder (default: ~/.cache/pacopt/pipedream)")
+    sub.add_parser("schema", help="print the instance JSON Schema")
+    args = parser.parse_args(argv)
+    return {"profile": _profile, "validate": _validate, "download-pipedream": _download,
+            "schema": _schema}[args.command](args)
+
+
+def _profile(args) -> int:
+    from pacopt.cluster.graph_sources import resolve_graph
+    from pacopt.cluster.jct import JctModel
+    from pacopt.cluster.settings import ModelSettings
+    from pacopt.cluster.topology import RampCluster
+
+    graph = resolve_graph(args.graph)
+    table = JctModel(RampCluster(), ModelSettings(preset=args.preset)).table(graph)
+    rows = table.rows()
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(f"{graph.name}: {graph.num_ops} forward ops, sequential JCT {table.seq_jct_ms:.2f} ms, "
+          f"preset {args.preset}, 4x4x2 RAMP")
+    print(f"{'degree':>6} {'placed':>6} {'workers':>7} {'jct_ms':>12} {'speed-up':>8} "
+          f"{'comm_ms':>10}")
+    for row in rows:
+        if row["placed"]:
+            print(f"{row['degree']:>6} {'yes':>6} {row['workers']:>7} {row['jct_ms']:>12.2f} "
+                  f"{table.seq_jct_ms / row['jct_ms']:>8.2f} {row['comm_overhead_ms']:>10.2f}")
+        else:
+            print(f"{row['degree']:>6} {'no':>6} {'-':>7} {'-':>12} {'-':>8} {'-':>10}")
+    return 0
+
+
+def _validate(args) -> int:
+    from pacopt.cluster.instance import load_instance
+    from pacopt.cluster.solution import Solution
+    from pacopt.solvers.validate import find_problems
+
+    problems = find_problems(load_instance(args.instance), Solution.load(args.result))
+    for problem in problems:
+        print(problem)
+    print("valid" if not problems else f"INVALID: {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def _download(args) -> int:
+    from pacopt.cluster.pipedream import download_pipedream
+
+    dest = Path(args.dest) if args.dest else Path.home() / ".cache" / "pacopt" / "pipedream"
+    try:
+        paths = download_pipedream(dest, args.models or None)
+    except OSError as err:
+        raise InputError(f"download failed (is there internet access?): {err}") from None
+    for path in paths:
+        print(path)
+    return 0
+
+
+def _schema(args) -> int:
+    from pacopt.cluster.instance import instance_json_schema
+
+    print(json.dumps(instance_json_schema(), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(pacopt_main())

@@ -1,0 +1,148 @@
+"""The one independent validator every method's solution goes through before it is reported.
+
+It trusts nothing but the instance: it re-derives each job's deadline, rebuilds each running job's
+placement from its block labels (each must be a valid RAMP block of the op's split count), checks
+that no worker holds two jobs at once and that every worker has the memory, re-times each
+placement with the step simulator under the instance's preset, and checks deadlines, the horizon,
+the blocking reasons and the summary numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from pacopt.cluster.errors import InputError
+from pacopt.cluster.instance import Instance
+from pacopt.cluster.jct import JctModel
+from pacopt.cluster.partition import op_counts
+from pacopt.cluster.placement import Placement
+from pacopt.cluster.solution import REASONS, STATUSES, JobRecord, Solution
+
+EPS_MS = 1e-7
+REL_TOL = 1e-6
+
+
+class ValidationError(Exception):
+    """A solution breaks the model; ``problems`` lists every violation found."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        super().__init__("; ".join(problems[:5]) + more)
+
+
+def find_problems(instance: Instance, solution: Solution, model: JctModel | None = None) -> list[str]:
+    """Every way ``solution`` violates ``instance``; empty when it is feasible and consistent."""
+    model = model or JctModel(instance.cluster, instance.model)
+    problems: list[str] = []
+    if solution.preset != instance.model.preset:
+        problems.append(f"solution preset '{solution.preset}' is not the instance's "
+                        f"'{instance.model.preset}'")
+    if solution.status not in STATUSES:
+        problems.append(f"unknown status '{solution.status}'")
+    expected = {job.id: job for job in instance.jobs}
+    seen = [record.id for record in solution.jobs]
+    if sorted(seen) != sorted(expected):
+        missing = sorted(set(expected) - set(seen))[:3]
+        extra = sorted(set(seen) - set(expected))[:3]
+        problems.append(f"jobs differ from the instance's (missing {missing}, unknown {extra}, "
+                        f"{len(seen)} records for {len(expected)} jobs)")
+    busy: dict[int, list[tuple[float, float, str]]] = defaultdict(list)
+    for record in solution.jobs:
+        job = expected.get(record.id)
+        if job is not None:
+            problems += _check_job(instance, model, record, job, busy)
+    for server, spans in busy.items():
+        spans.sort()
+        for (s1, e1, a), (s2, _, b) in zip(spans, spans[1:]):
+            if s2 < e1 - EPS_MS:
+                problems.append(f"worker {instance.cluster.server_name(server)} holds jobs '{a}' "
+                                f"and '{b}' at once ({s2:g} < {e1:g} ms)")
+    if solution.bound_accepted is not None and solution.bound_accepted < solution.accepted:
+        problems.append(f"bound {solution.bound_accepted} is below the {solution.accepted} "
+                        "accepted jobs")
+    if solution.status == "optimal" and solution.bound_accepted not in (None, solution.accepted):
+        problems.append("status 'optimal' but the bound differs from the accepted count")
+    return problems
+
+
+def _check_job(instance: Instance, model: JctModel, record: JobRecord, job, busy) -> list[str]:
+    where = f"job '{record.id}'"
+    out: list[str] = []
+    graph = instance.graphs[job.graph]
+    deadline = instance.deadline_ms(job)
+    horizon = instance.horizon_ms
+    if record.graph != job.graph or not math.isclose(record.arrival_ms, job.arrival_ms):
+        out.append(f"{where}: graph or arrival differ from the instance")
+    if not math.isclose(record.deadline_ms, deadline, rel_tol=1e-9):
+        out.append(f"{where}: deadline {record.deadline_ms} should be {deadline}")
+    if record.accepted and record.reason is not None:
+        out.append(f"{where}: accepted but carries reason '{record.reason}'")
+    if not record.accepted and record.reason not in REASONS:
+        out.append(f"{where}: blocked without a valid reason ({record.reason!r})")
+    if record.reason == "rejected" and record.degree != 0:
+        out.append(f"{where}: rejected but degree {record.degree}")
+    late = horizon is not None and job.arrival_ms >= horizon
+    if late and (record.accepted or record.reason != "horizon"):
+        out.append(f"{where}: arrives at or after the horizon, so it must be blocked ('horizon')")
+    holds = record.accepted or (record.reason == "horizon" and record.start_ms is not None)
+    if not holds:
+        return out
+    if late:
+        return out
+    if record.start_ms is None or not math.isclose(record.start_ms, job.arrival_ms, abs_tol=EPS_MS):
+        out.append(f"{where}: must start at its arrival {job.arrival_ms} (got {record.start_ms})")
+        return out
+    try:
+        placement, counts = _placement(instance, graph, record)
+    except InputError as err:
+        return out + [f"{where}: {err}"]
+    names = sorted(instance.cluster.server_name(s) for s in placement.workers())
+    if sorted(record.workers) != names:
+        out.append(f"{where}: workers {sorted(record.workers)} are not the union of its blocks "
+                   f"{names}")
+    memory: dict[int, float] = defaultdict(float)
+    for op, block in zip(graph.ops, placement.blocks):
+        for server in block.servers:
+            memory[server] += op.memory_bytes / len(block.servers)
+    full = [s for s, used in memory.items() if used > instance.cluster.worker_memory]
+    if full:
+        out.append(f"{where}: exceeds the memory of worker {instance.cluster.server_name(full[0])}")
+    jct = model.timing(graph, counts, placement).jct_ms
+    if record.jct_ms is None or not math.isclose(record.jct_ms, jct, rel_tol=REL_TOL):
+        out.append(f"{where}: reported JCT {record.jct_ms} ms, re-simulated {jct} ms")
+    if record.accepted and jct > deadline:
+        out.append(f"{where}: accepted but its JCT {jct:g} ms misses the deadline {deadline:g} ms")
+    end = job.arrival_ms + jct
+    if record.accepted and horizon is not None and end > horizon + EPS_MS:
+        out.append(f"{where}: accepted but still running at the horizon ({end:g} ms)")
+    if record.reason == "horizon" and horizon is not None and end <= horizon + EPS_MS:
+        out.append(f"{where}: blocked for the horizon but finishes before it")
+    stop = min(end, horizon) if horizon is not None else end
+    for server in placement.workers():
+        busy[server].append((job.arrival_ms, stop, record.id))
+    return out
+
+
+def _placement(instance: Instance, graph, record: JobRecord) -> tuple[Placement, tuple[int, ...]]:
+    """Rebuild a record's placement from its block labels; the split counts come from its
+    degree through the partitioning rule."""
+    if not 1 <= record.degree <= instance.model.max_partitions_per_op:
+        raise InputError(f"degree {record.degree} outside 1..{instance.model.max_partitions_per_op}")
+    counts = op_counts(graph, record.degree, instance.model.quantum_ms)
+    if len(record.blocks) != graph.num_ops:
+        raise InputError(f"{len(record.blocks)} blocks for {graph.num_ops} ops")
+    blocks = tuple(instance.cluster.block_from_label(label, m)
+                   for label, m in zip(record.blocks, counts))
+    return Placement(blocks), counts
+
+
+def validate(instance: Instance, solution: Solution, model: JctModel | None = None) -> Solution:
+    """Mark ``solution`` validated, or raise :class:`ValidationError` listing every problem."""
+    problems = find_problems(instance, solution, model)
+    if problems:
+        solution.validated = False
+        raise ValidationError(problems)
+    solution.validated = True
+    return solution
