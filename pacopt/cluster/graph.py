@@ -149,10 +149,10 @@ def graph_from_dict(data: dict, name: str | None = None) -> JobGraph:
     children); with several sinks, the last one in op order. Raises :class:`InputError` with the
     offending field named.
     """
+    if not isinstance(data, dict):
+        raise InputError(f"graph '{name or 'graph'}': must be an object with 'ops' and 'deps'")
     name = name or data.get("name") or "graph"
     where = f"graph '{name}'"
-    if not isinstance(data, dict):
-        raise InputError(f"{where}: must be an object with 'ops' and 'deps'")
     raw_ops = data.get("ops")
     if not isinstance(raw_ops, list) or not raw_ops:
         raise InputError(f"{where}: 'ops' must be a non-empty list")

@@ -30,8 +30,25 @@ def find_pipedream(model: str) -> Path:
                      f"run `pacopt download-pipedream {model}` or set PACOPT_PIPEDREAM_DIR")
 
 
+MS_DIGITS = 6  # saved op times keep 1e-6 ms: far below any quantum, and files stay small
+
+
+def save_graph(graph: JobGraph, path: str | Path) -> None:
+    """Write ``graph`` in the inline JSON form, times rounded to 1e-6 ms and bytes to integers."""
+    data = graph.to_dict()
+    for op in data["ops"]:
+        for key in ("forward_ms", "backward_ms"):
+            op[key] = round(op[key], MS_DIGITS)
+        for key in ("activation_bytes", "parameter_bytes"):
+            op[key] = round(op[key])
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
 def read_graph_file(path: str | Path, name: str | None = None) -> JobGraph:
-    """Read a graph file: PipeDream ``.txt`` or the inline JSON form."""
+    """Read a graph file: PipeDream ``.txt`` or the inline JSON form (name: the file's, or its
+    stem)."""
     path = Path(path)
     if path.suffix == ".txt":
         return read_pipedream(path, name)
@@ -40,7 +57,7 @@ def read_graph_file(path: str | Path, name: str | None = None) -> JobGraph:
     except OSError as err:
         raise InputError(f"cannot read graph file '{path}': {err.strerror}") from None
     except json.JSONDecodeError as err:
-        raise InputError(f"graph file '{path}' is not valid JSON: {err}") from None
+        raise InputError(f"graph file '{path}' is not valid JSON: line {err.lineno}: {err.msg}") from None
     if not isinstance(data, dict):
         raise InputError(f"graph file '{path}' must hold an object with 'ops' and 'deps'")
     return graph_from_dict(data, name or data.get("name") or path.stem)
