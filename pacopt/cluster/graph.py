@@ -193,5 +193,7 @@ def graph_from_dict(data: dict, name: str | None = None) -> JobGraph:
     else:
         has_child = {u for u, _ in deps}
         sinks = [i for i in range(len(ops)) if i not in has_child]
+        if not sinks:
+            raise InputError(f"{where}: every op has a child, so the dependencies contain a cycle")
         join = sinks[-1]
     return JobGraph(name=name, ops=tuple(ops), deps=tuple(deps), join=join)

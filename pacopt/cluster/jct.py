@@ -120,8 +120,7 @@ class JctModel:
 
     def _step(self, graph: JobGraph, counts: tuple[int, ...], placement: Placement) -> StepTiming:
         store = self._store(graph)
-        raw = repr((counts, placement.canonical_key(self.cluster))).encode()
-        key = hashlib.blake2b(raw, digest_size=12).hexdigest()
+        key = placement.canonical_key(self.cluster)
         if key not in store:
             store[key] = simulate_step(partition(graph, counts), placement, self.cluster, self.settings)
             if self.persist:

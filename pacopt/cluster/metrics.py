@@ -41,10 +41,11 @@ def episode_metrics(instance: Instance, solution: Solution) -> dict:
     episode_ms = instance.horizon_ms if instance.horizon_ms is not None else max(ends, default=0.0)
     seconds = episode_ms / 1000.0
     busy = sum(len(j.workers) * (min(j.start_ms + j.jct_ms, episode_ms) - j.start_ms) for j in ran)
-    demand = sum(demand_bytes(instance.graphs[j.graph]) for j in accepted)
+    per_graph = {name: (demand_bytes(g), g.seq_jct_ms(instance.model.training_steps))
+                 for name, g in instance.graphs.items()}
+    demand = sum(per_graph[j.graph][0] for j in accepted)
     jct = np.array([j.jct_ms for j in accepted])
-    seq = np.array([instance.graphs[j.graph].seq_jct_ms(instance.model.training_steps)
-                    for j in accepted])
+    seq = np.array([per_graph[j.graph][1] for j in accepted])
     reasons = Counter(j.reason for j in jobs if not j.accepted)
     arrived = len(jobs)
     return {

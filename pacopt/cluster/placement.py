@@ -12,7 +12,8 @@ its later ops. If an op finds no block, the whole job cannot be placed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from pacopt.cluster.graph import JobGraph
@@ -24,6 +25,7 @@ class Placement:
     """One block per forward op, and the derived footprint."""
 
     blocks: tuple[Block, ...]
+    _keys: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     @cached_property
     def mask(self) -> int:
@@ -46,18 +48,22 @@ class Placement:
             mask ^= low
         return tuple(out)
 
-    def canonical_key(self, cluster: RampCluster) -> tuple:
+    def canonical_key(self, cluster: RampCluster) -> str:
         """A key shared by every placement that a relabelling of communication groups, of racks and
-        of server slots maps onto this one. The JCT model only looks at which coordinates are equal
+        of server slots maps onto this one (a digest of the block sizes and of the coordinates
+        renumbered by first appearance). The JCT model only looks at which coordinates are equal
         (same server, number of distinct groups/racks/slots), so it is invariant under these
-        symmetries and one simulation serves the whole class."""
-        relabel: tuple[dict, dict, dict] = ({}, {}, {})
-        key = []
-        for block in self.blocks:
-            for server in block.servers:
-                for axis, value in enumerate(cluster.coords[server]):
-                    key.append(relabel[axis].setdefault(value, len(relabel[axis])))
-        return tuple(key)
+        symmetries and one simulation serves the whole class. Memoised: placements are cached
+        and re-timed often."""
+        if cluster not in self._keys:
+            relabel: tuple[dict, dict, dict] = ({}, {}, {})
+            key = [len(block.servers) for block in self.blocks]
+            for block in self.blocks:
+                for server in block.servers:
+                    for axis, value in enumerate(cluster.coords[server]):
+                        key.append(relabel[axis].setdefault(value, len(relabel[axis])))
+            self._keys[cluster] = hashlib.blake2b(repr(key).encode(), digest_size=12).hexdigest()
+        return self._keys[cluster]
 
 
 def first_fit(graph: JobGraph, counts: tuple[int, ...], cluster: RampCluster,

@@ -3,6 +3,13 @@
 A policy implements :class:`Policy`: ``choose(decision) -> int``. The :class:`Decision` shows the
 job, its per-degree table (empty cluster), the live cluster state, and lazily, for any degree, the
 first-fit placement against the live state and its JCT. The learned agent plugs in the same way.
+
+Two action sets are on offer. ``valid_degrees``: the degrees first-fit can place now (pacopt's
+own, used by ``min-feasible``). ``reference_degrees``: the reference's action mask, 1 and the even
+degrees that do not exceed the free workers and have a RAMP shape, without checking that the job
+fits the fragmented cluster; the paper's baselines (``sequential``, ``para-max``, ``para-min``,
+``random``) choose from it, as the reference's agents do, so a choice can still be blocked with
+``no_placement``.
 """
 
 from __future__ import annotations
@@ -61,6 +68,14 @@ class Decision:
         """Degrees >= 1 that can be placed now, ascending."""
         return tuple(d for d in range(1, self.max_degree + 1) if self.placeable(d))
 
+    @property
+    def reference_degrees(self) -> tuple[int, ...]:
+        """The reference's action mask (degrees >= 1, ascending): 1 or even, at most the free
+        workers, with a RAMP block shape; fragmentation and mixed per-op counts are ignored."""
+        cluster, free = self.state.cluster, self.state.num_free
+        return tuple(d for d in range(1, min(self.max_degree, free) + 1)
+                     if (d == 1 or d % 2 == 0) and cluster.blocks(d))
+
     def action_mask(self) -> np.ndarray:
         """Boolean mask over 0..max degree (0, reject, is always allowed)."""
         mask = np.zeros(self.max_degree + 1, dtype=bool)
@@ -87,31 +102,31 @@ class _Deterministic:
 
 
 class Sequential(_Deterministic):
-    """No partitioning: degree 1 when it fits, else reject."""
+    """No partitioning: degree 1 whenever a worker is free (the reference's NoParallelism)."""
 
     name = "sequential"
 
     def choose(self, decision: Decision) -> int:
-        return 1 if decision.placeable(1) else 0
+        return 1 if decision.reference_degrees else 0
 
 
 class ParaMax(_Deterministic):
-    """The canonical maximum parallelism: the largest degree that can be placed now."""
+    """The canonical maximum parallelism: the largest degree of the reference's mask (Para_max)."""
 
     name = "para-max"
 
     def choose(self, decision: Decision) -> int:
-        return next((d for d in range(decision.max_degree, 0, -1) if decision.placeable(d)), 0)
+        return max(decision.reference_degrees, default=0)
 
 
 class ParaMin(_Deterministic):
-    """The paper's Para_min: the smallest placeable degree >= ceil(1 / beta), ignoring
-    communication; the largest placeable one if none reaches it."""
+    """The paper's Para_min: the smallest degree of the reference's mask >= ceil(1 / beta),
+    ignoring communication; the largest one if none reaches it."""
 
     name = "para-min"
 
     def choose(self, decision: Decision) -> int:
-        valid = decision.valid_degrees
+        valid = decision.reference_degrees
         target = math.ceil(1.0 / decision.max_jct_fraction)
         return next((d for d in valid if d >= target), valid[-1] if valid else 0)
 
@@ -127,7 +142,7 @@ class MinFeasible(_Deterministic):
 
 
 class RandomDegree:
-    """Uniform over the degrees that can be placed now (reject only when none can)."""
+    """Uniform over the reference's mask without 0 (the paper's Random)."""
 
     name = "random"
 
@@ -138,7 +153,7 @@ class RandomDegree:
         self.rng = np.random.default_rng(seed)
 
     def choose(self, decision: Decision) -> int:
-        valid = decision.valid_degrees
+        valid = decision.reference_degrees
         return int(self.rng.choice(valid)) if valid else 0
 
 

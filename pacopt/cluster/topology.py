@@ -29,7 +29,7 @@ class Block:
     servers: tuple[int, ...]
     mask: int  # bit i set <=> server i in the block
 
-    @property
+    @cached_property
     def label(self) -> str:
         """Compact text form used in results, e.g. ``0-0-0:4x4x1`` or ``0-0-1:diag4``."""
         c, r, s = self.origin

@@ -1,0 +1,255 @@
+"""Problem instances (``instance.json``, ``DESIGN.md`` section 4): reading, checking, freezing.
+
+The pydantic models below are the format's single definition: they validate input, and
+:func:`instance_json_schema` (committed as ``pacopt/schema/instance.schema.json``; regenerate it
+with ``python -m pacopt.cluster.instance``) is derived from them. Every bad input raises one
+:class:`InputError` whose message starts with the offending field's path, e.g.
+``jobs[3].max_jct_fraction: must be less than or equal to 1, got 1.5``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import ConfigDict, Field, model_validator
+
+from pacopt.cluster.errors import InputError
+from pacopt.cluster.graph import JobGraph, graph_from_dict
+from pacopt.cluster.graph_sources import find_pipedream
+from pacopt.cluster.pipedream import PIPEDREAM_MODELS, read_pipedream
+from pacopt.cluster.settings import PRESETS, ModelSettings
+from pacopt.cluster.topology import RampCluster
+from pacopt.cluster.spec import SpecModel, field_path, tagged_union
+from pacopt.cluster.workload import Beta, JobSpec, WorkloadSpec, generate_jobs, require_graph
+
+__all__ = ["Instance", "InstanceSpec", "JobSpec", "SCHEMA_PATH", "instance_from_dict",
+           "instance_json_schema", "load_instance", "write_schema"]
+
+#: Where the committed JSON schema lives (shipped as package data).
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "instance.schema.json"
+
+
+# ----- the format --------------------------------------------------------------------------------
+class ClusterSpec(SpecModel):
+    """The RAMP cluster; every field defaults to PAC-ML's 4 x 4 x 2 A100 cluster."""
+
+    topology: Literal["ramp"] = "ramp"
+    communication_groups: int = Field(RampCluster.communication_groups, ge=1)
+    racks_per_group: int = Field(RampCluster.racks_per_group, ge=1,
+                                 description="at most communication_groups")
+    servers_per_rack: int = Field(RampCluster.servers_per_rack, ge=1)
+    channels: int = Field(RampCluster.channels, ge=1, description="channels per link direction")
+    total_node_bandwidth: float = Field(RampCluster.total_node_bandwidth, gt=0,
+                                        description="bytes/s; a channel gets 1/communication_groups")
+    propagation_latency: float = Field(RampCluster.propagation_latency, ge=0, description="seconds")
+    worker_io_latency: float = Field(RampCluster.worker_io_latency, ge=0, description="seconds")
+    worker_memory: float = Field(RampCluster.worker_memory, gt=0, description="bytes")
+
+
+class ModelSpec(SpecModel):
+    """The JCT model's settings; every field defaults to PAC-ML's."""
+
+    preset: Literal[PRESETS] = Field(ModelSettings.preset, description=(
+        "ddls reproduces the reference simulator's numbers; physical uses consistent units"))
+    max_partitions_per_op: int = Field(ModelSettings.max_partitions_per_op, ge=1)
+    quantum_ms: float = Field(ModelSettings.quantum_ms, gt=0, description="minimum sub-op time (ms)")
+    training_steps: int = Field(ModelSettings.training_steps, ge=1)
+
+
+class OpSpec(SpecModel):
+    """One forward op, profiled on one A100."""
+
+    id: str = Field(min_length=1)
+    forward_ms: float = Field(ge=0)
+    backward_ms: float = Field(ge=0)
+    activation_bytes: float = Field(ge=0)
+    parameter_bytes: float = Field(ge=0)
+    kind: str = Field("", description="informational op type, e.g. Conv2d")
+
+
+class InlineGraph(SpecModel):
+    """A forward graph given inline; the backward graph is derived from it."""
+
+    ops: list[OpSpec] = Field(min_length=1)
+    deps: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = Field(
+        [], description="[source, destination] op id pairs (acyclic)")
+    join: str | None = Field(None, description="the op whose backward op starts the backward pass "
+                                               "(default: the last op without children)")
+    name: str | None = Field(None, description="informational; the key in graphs names the graph")
+
+
+class PipedreamGraph(SpecModel):
+    """A PipeDream profile (graph.txt): a path, or a bare model name such as "alexnet", looked
+    up in $PACOPT_PIPEDREAM_DIR then ~/.cache/pacopt/pipedream (``pacopt download-pipedream``)."""
+
+    pipedream: str = Field(min_length=1)
+
+
+class GraphFile(SpecModel):
+    """A JSON file holding an inline graph."""
+
+    file: str = Field(min_length=1)
+
+
+def _graph_form(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return None
+    return next((f"<{key}>" for key in ("pipedream", "file") if key in value),
+                "<inline>" if "ops" in value else None)
+
+
+GraphSpec = tagged_union({"<pipedream>": PipedreamGraph, "<file>": GraphFile,
+                          "<inline>": InlineGraph}, _graph_form,
+                         'must be {"pipedream": path}, {"file": path} or an inline graph '
+                         '{"ops": [...], "deps": [...]}')
+
+
+class JobEntry(SpecModel):
+    """One explicit job."""
+
+    id: str = Field(min_length=1)
+    graph: str = Field(description="a key of graphs")
+    arrival_ms: float = Field(ge=0)
+    max_jct_fraction: Beta = Field(description="beta: the deadline is beta x the sequential JCT")
+
+
+class InstanceSpec(SpecModel):
+    """A pacopt problem instance: a cluster, job graphs, and the jobs (explicit, generated, or
+    both). Times are in ms, sizes in bytes, bandwidth in bytes/s, latencies in seconds."""
+
+    model_config = ConfigDict(title="pacopt instance")
+
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec)
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    graphs: dict[str, GraphSpec] = Field(min_length=1)
+    jobs: list[JobEntry] = []
+    workload: WorkloadSpec | None = None
+    horizon_ms: float | None = Field(None, gt=0, description=(
+        "stop the episode here; jobs still running, or arriving at or after it, count as blocked"))
+
+    @model_validator(mode="after")
+    def _has_jobs(self) -> Self:
+        if not self.jobs and self.workload is None:
+            raise ValueError("give explicit 'jobs', a 'workload', or both")
+        return self
+
+
+def instance_json_schema() -> dict:
+    """The JSON schema (draft 2020-12) of ``instance.json``, derived from the pydantic models."""
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            **InstanceSpec.model_json_schema()}
+
+
+def write_schema(path: str | Path = SCHEMA_PATH) -> Path:
+    """Write :func:`instance_json_schema` to ``path`` (default: the committed schema file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(instance_json_schema(), indent=2) + "\n")
+    return path
+
+
+# ----- the checked instance ----------------------------------------------------------------------
+@dataclass
+class Instance:
+    """A validated instance. ``jobs`` are kept sorted by arrival (stable); ``source`` is the file
+    it was read from, if any."""
+
+    cluster: RampCluster
+    model: ModelSettings
+    graphs: dict[str, JobGraph]
+    jobs: list[JobSpec]
+    horizon_ms: float | None = None
+    source: str | None = None
+
+    def __post_init__(self) -> None:
+        self.jobs = sorted(self.jobs, key=lambda job: job.arrival_ms)
+
+    def deadline_ms(self, job: JobSpec) -> float:
+        """The job's deadline (ms after arrival): beta x its graph's sequential JCT."""
+        return job.max_jct_fraction * self.graphs[job.graph].seq_jct_ms(self.model.training_steps)
+
+    def to_dict(self) -> dict:
+        """A self-contained instance JSON dict: inline graphs and explicit jobs, so that a
+        generated workload or a PipeDream-based instance can be frozen into one file."""
+        data = {
+            "cluster": self.cluster.to_dict(),
+            "model": self.model.to_dict(),
+            "graphs": {name: {k: v for k, v in graph.to_dict().items() if k != "name"}
+                       for name, graph in self.graphs.items()},
+            "jobs": [asdict(job) for job in self.jobs],
+        }
+        if self.horizon_ms is not None:
+            data["horizon_ms"] = self.horizon_ms
+        return data
+
+
+def load_instance(path: str | Path) -> Instance:
+    """Read and check an ``instance.json``; relative paths in it resolve against its folder."""
+    path = Path(path)
+    return instance_from_dict(_read_json(path), path.parent, source=str(path))
+
+
+def instance_from_dict(data: Any, base_dir: str | Path = ".", *, source: str | None = None) -> Instance:
+    """Check parsed instance JSON and build the :class:`Instance`.
+
+    Relative graph paths resolve against ``base_dir``. Raises :class:`InputError` naming the
+    offending field for any problem.
+    """
+    spec = InstanceSpec.parse(data)
+    graphs = {name: _load_graph(name, entry, Path(base_dir)) for name, entry in spec.graphs.items()}
+    jobs = []
+    for i, job in enumerate(spec.jobs):
+        require_graph(job.graph, graphs, f"jobs[{i}].graph")
+        jobs.append(JobSpec(**job.model_dump()))
+    if spec.workload is not None:
+        jobs += generate_jobs(spec.workload, graphs)
+    first_use: dict[str, int] = {}
+    for i, job in enumerate(jobs):
+        j = first_use.setdefault(job.id, i)
+        if j != i:  # generated ids are distinct, so jobs[j] is always an explicit job
+            where = f"jobs[{i}].id" if i < len(spec.jobs) else "workload"
+            raise InputError(f"{where}: job id '{job.id}' is already used by jobs[{j}]")
+    return Instance(cluster=RampCluster(**spec.cluster.model_dump(exclude={"topology"})),
+                    model=ModelSettings(**spec.model.model_dump()), graphs=graphs, jobs=jobs,
+                    horizon_ms=spec.horizon_ms, source=source)
+
+
+def _pipedream_path(ref: str, base_dir: Path) -> Path:
+    if ref in PIPEDREAM_MODELS:  # a bare model name (these contain neither '/' nor '.txt')
+        return find_pipedream(ref)
+    return base_dir / Path(ref).expanduser()
+
+
+def _load_graph(name: str, entry: SpecModel, base_dir: Path) -> JobGraph:
+    where = field_path(("graphs", name))
+    try:
+        if isinstance(entry, PipedreamGraph):
+            return read_pipedream(_pipedream_path(entry.pipedream, base_dir), name)
+        if isinstance(entry, GraphFile):
+            path = base_dir / Path(entry.file).expanduser()
+            where += f" (file '{path}')"
+            entry = InlineGraph.parse(_read_json(path))
+        return graph_from_dict(entry.model_dump(exclude_none=True), name)
+    except InputError as err:
+        raise InputError(f"{where}: {err}") from None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise InputError(f"cannot read '{path}': {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"'{path}' is not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"'{path}' is not valid JSON: {err.msg} at line {err.lineno}, "
+                         f"column {err.colno}") from None
+
+
+if __name__ == "__main__":
+    print(write_schema())

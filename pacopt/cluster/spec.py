@@ -1,0 +1,125 @@
+"""The base of the instance format's pydantic models, and one-line error messages from them.
+
+Every model of the format (``DESIGN.md`` section 4) derives from :class:`SpecModel`, whose
+:meth:`SpecModel.parse` turns any validation failure into one :class:`InputError` naming the
+field path (``jobs[2].arrival_ms: ...``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Annotated, Any, Self, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Tag, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from pacopt.cluster.errors import InputError
+
+# ----- instance-format models ---------------------------------------------------------------------
+_TAGS: set[str] = set()  # union-member tags: pydantic puts them in error locations; we drop them
+
+
+def field_path(parts: Iterable[str | int]) -> str:
+    """``("jobs", 2, "arrival_ms")`` -> ``jobs[2].arrival_ms``; other keys are quoted:
+    ``graphs["a b"]``."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][\w]*", part):
+            out += f".{part}" if out else part
+        else:
+            out += f"[{json.dumps(part)}]"
+    return out
+
+
+def _got(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return json.dumps(value, default=repr)
+
+
+def _describe(err: ValidationError, loc: tuple = ()) -> str:
+    """One line for a pydantic error: the first problem's field path and reason (JSON terms)."""
+    errors = err.errors(include_url=False)
+    first = errors[0]
+    parts = loc + tuple(p for p in first["loc"] if p not in _TAGS)
+    kind = first["type"]
+    if kind == "unknown_field":
+        parts += (first["ctx"]["field"],)
+        reason = first["msg"]
+    elif kind == "missing":
+        reason = "required field is missing"
+    elif kind == "value_error":
+        reason = str(first["ctx"]["error"])
+    elif kind == "form":
+        reason = f"{first['msg']}, got {_got(first['input'])}"
+    elif kind in ("too_short", "too_long"):
+        bound = "at least" if kind == "too_short" else "at most"
+        limit = first["ctx"]["min_length" if kind == "too_short" else "max_length"]
+        reason = f"must have {bound} {limit} entries, got {first['ctx']['actual_length']}"
+    else:
+        reason = ("must be an object" if kind in ("model_type", "dict_type")
+                  else first["msg"].replace("Input should be", "must be", 1))
+        reason += f", got {_got(first['input'])}"
+    extra = len(errors) - 1
+    more = f" (and {extra} more problem{'s' if extra > 1 else ''})" if extra else ""
+    return f"{field_path(parts) or 'instance'}: {reason}{more}"
+
+
+class SpecModel(BaseModel):
+    """Base of the instance-format models.
+
+    Strict (JSON types only: no ``"1"`` for 1), finite numbers, unknown fields rejected with the
+    closest known name. Validate user data with :meth:`parse`, which turns every failure into one
+    :class:`InputError` line. (``__init__`` is not overridden for that: pydantic would then call it
+    for nested models too.)
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    @classmethod
+    def parse(cls, data: Any, loc: tuple[str | int, ...] = ()) -> Self:
+        """Validate ``data`` (parsed JSON) found at field path ``loc``; raises :class:`InputError`."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            raise InputError(_describe(err, loc)) from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        # Checked here rather than by extra="forbid" alone, to suggest the field meant.
+        if isinstance(data, dict):
+            for key in data:
+                if key not in cls.model_fields:
+                    close = difflib.get_close_matches(str(key), list(cls.model_fields), n=1)
+                    hint = f"did you mean '{close[0]}'?" if close else \
+                        "known fields: " + ", ".join(cls.model_fields)
+                    raise PydanticCustomError("unknown_field", "unknown field ({hint})",
+                                              {"field": key, "hint": hint})
+        return data
+
+
+def tagged_union(members: Mapping[str, Any], choose: Callable[[Any], str | None], error: str):
+    """A union type validated only as the member ``choose(raw value)`` names.
+
+    Plain unions report every member's complaint; this reports the one the user meant, or
+    ``error`` when ``choose`` returns None. Tags are dropped from error paths.
+    """
+    _TAGS.update(members)
+    by_type = {t: tag for tag, t in members.items() if isinstance(t, type)}
+
+    def discriminate(value: Any) -> str | None:
+        return by_type[type(value)] if type(value) in by_type else choose(value)
+
+    return Annotated[Union[tuple(Annotated[t, Tag(tag)] for tag, t in members.items())],
+                     Discriminator(discriminate, custom_error_type="form",
+                                   custom_error_message=error)]
+
+

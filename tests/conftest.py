@@ -1,0 +1,25 @@
+"""Shared fixtures."""
+
+from pathlib import Path
+
+import pytest
+
+#: The shared folder next to the repository (PipeDream profiles, reference notes).
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+@pytest.fixture(scope="session")
+def pipedream_dir() -> Path:
+    """The public PipeDream profiles (``<model>.txt``); skips the test when they are absent."""
+    path = SHARED / "data" / "pipedream"
+    if not path.is_dir():
+        pytest.skip(f"PipeDream profiles not found at {path}")
+    return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fresh_timing_cache(tmp_path_factory):
+    """Tests never read or write the user's timing cache: every run starts from an empty one."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PACOPT_CACHE_DIR", str(tmp_path_factory.mktemp("pacopt-cache")))
+        yield
