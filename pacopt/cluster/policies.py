@@ -7,7 +7,9 @@ first-fit placement against the live state and its JCT. The learned agent plugs 
 Two action sets are on offer. ``valid_degrees``: the degrees first-fit can place now (pacopt's
 own, used by ``min-feasible``). ``reference_degrees``: the reference's action mask, 1 and the even
 degrees that do not exceed the free workers and have a RAMP shape, without checking that the job
-fits the fragmented cluster; the paper's baselines (``sequential``, ``para-max``, ``para-min``,
+fits the fragmented cluster (one fix: a degree whose per-op counts can never be placed, even on an
+empty cluster, is left out; the reference offers it and always blocks, which never happens on the
+paper's five graphs); the paper's baselines (``sequential``, ``para-max``, ``para-min``,
 ``random``) choose from it, as the reference's agents do, so a choice can still be blocked with
 ``no_placement``.
 """
@@ -71,10 +73,10 @@ class Decision:
     @property
     def reference_degrees(self) -> tuple[int, ...]:
         """The reference's action mask (degrees >= 1, ascending): 1 or even, at most the free
-        workers, with a RAMP block shape; fragmentation and mixed per-op counts are ignored."""
-        cluster, free = self.state.cluster, self.state.num_free
+        workers, placeable on an empty cluster; the live fragmentation is ignored."""
+        free = self.state.num_free
         return tuple(d for d in range(1, min(self.max_degree, free) + 1)
-                     if (d == 1 or d % 2 == 0) and cluster.blocks(d))
+                     if (d == 1 or d % 2 == 0) and self.table.placed[d])
 
     def action_mask(self) -> np.ndarray:
         """Boolean mask over 0..max degree (0, reject, is always allowed)."""

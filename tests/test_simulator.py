@@ -1,0 +1,159 @@
+"""The online simulator: events, blocking reasons, horizon, metrics, reproducibility."""
+
+import pytest
+
+from pacopt.cluster.instance import instance_from_dict
+from pacopt.cluster.jct import JctModel
+from pacopt.cluster.policies import make_policy
+from pacopt.cluster.simulator import simulate
+from pacopt.solvers.validate import find_problems
+
+
+class Always:
+    """A policy that always answers ``degree``."""
+
+    name = "always"
+
+    def __init__(self, degree):
+        self.degree = degree
+
+    def reset(self, seed):
+        pass
+
+    def choose(self, decision):
+        return self.degree
+
+
+def alexnet_instance(pipedream_dir, jobs, horizon=None, preset="ddls"):
+    data = {"model": {"preset": preset},
+            "graphs": {"alexnet": {"pipedream": str(pipedream_dir / "alexnet.txt")}},
+            "jobs": [{"id": f"j{i}", "graph": "alexnet", "arrival_ms": t, "max_jct_fraction": b}
+                     for i, (t, b) in enumerate(jobs)]}
+    if horizon is not None:
+        data["horizon_ms"] = horizon
+    return instance_from_dict(data)
+
+
+def reasons(solution):
+    return [job.reason for job in solution.jobs]
+
+
+def test_para_max_on_alexnet_repeats_accept_accept_block(pipedream_dir):
+    """The reference's illustration (semantics 14): jobs at 0 and 1000 take the two (4,4,1)
+    halves, the one at 2000 finds no free worker, the first job ends at 2254.76."""
+    instance = alexnet_instance(pipedream_dir, [(1000.0 * i, 0.5) for i in range(9)])
+    solution = simulate(instance, make_policy("para-max"))
+    assert [j.accepted for j in solution.jobs] == [True, True, False] * 3
+    assert reasons(solution)[2] == "rejected"
+    first, second = solution.jobs[:2]
+    assert first.degree == 16 and first.blocks[0] == "0-0-0:4x4x1"
+    assert second.blocks[0] == "0-0-1:4x4x1"
+    assert first.end_ms == pytest.approx(2254.76, abs=0.1)
+    assert find_problems(instance, solution) == []
+
+
+def test_every_blocking_reason(pipedream_dir):
+    arrivals = [(0.0, 1.0), (10.0, 1.0), (20.0, 1.0)]
+    rejected = simulate(alexnet_instance(pipedream_dir, arrivals), Always(0))
+    assert reasons(rejected) == ["rejected"] * 3
+    # two 16-way jobs fill the cluster; the third cannot be placed
+    full = simulate(alexnet_instance(pipedream_dir, arrivals), Always(16))
+    assert reasons(full) == [None, None, "no_placement"]
+    # sequential meets only beta = 1: its JCT is exactly the sequential JCT
+    late = simulate(alexnet_instance(pipedream_dir, [(0.0, 0.99), (5e4, 1.0)]), Always(1))
+    assert reasons(late) == ["deadline", None]
+
+
+def test_horizon_blocks_late_and_unfinished_jobs(pipedream_dir):
+    """A job still running at the horizon is blocked but holds its workers until then; a job
+    arriving at or after the horizon is never decided."""
+    instance = alexnet_instance(pipedream_dir, [(0.0, 1.0), (1000.0, 1.0), (2500.0, 1.0),
+                                                (2600.0, 1.0), (3000.0, 1.0)], horizon=3000.0)
+    solution = simulate(instance, Always(16))  # each run takes 2254.76 ms
+    assert reasons(solution) == [None, "horizon", "horizon", "no_placement", "horizon"]
+    first, cut, cut_too, _, late = solution.jobs
+    assert cut.degree == 16 and cut.start_ms == 1000.0 and cut.blocks[0] == "0-0-1:4x4x1"
+    assert cut_too.blocks[0] == first.blocks[0] == "0-0-0:4x4x1"  # the other half is still held
+    assert late.degree == 0 and late.start_ms is None
+    assert solution.metrics["blocked_by_reason"]["horizon"] == 3
+    assert find_problems(instance, solution) == []
+
+
+def test_a_completion_at_the_arrival_frees_workers_first(pipedream_dir):
+    probe = alexnet_instance(pipedream_dir, [(0.0, 1.0)])
+    jct = JctModel(probe.cluster, probe.model).table(probe.graphs["alexnet"]).jct_ms[16]
+    instance = alexnet_instance(pipedream_dir, [(0.0, 1.0), (0.0, 1.0), (jct, 1.0), (jct, 1.0)])
+    solution = simulate(instance, Always(16))
+    assert reasons(solution) == [None, None, None, None]
+    assert solution.jobs[2].blocks == solution.jobs[0].blocks
+
+
+def test_a_policy_answering_out_of_range_is_an_error(pipedream_dir):
+    with pytest.raises(ValueError, match="degree 17"):
+        simulate(alexnet_instance(pipedream_dir, [(0.0, 0.5)]), Always(17))
+
+
+def paper_instance(pipedream_dir, preset="ddls", beta="A", num_jobs=1001, seed=0):
+    names = ["alexnet", "vgg16", "resnet18", "squeezenet1_0", "gnmt"]
+    return instance_from_dict({
+        "model": {"preset": preset},
+        "graphs": {g: {"pipedream": str(pipedream_dir / f"{g}.txt")} for g in names},
+        "workload": {"graphs": names, "num_jobs": num_jobs, "interarrival_ms": 1000,
+                     "max_jct_fraction": {"paper": beta}, "seed": seed},
+        "horizon_ms": 1000.0 * (num_jobs - 1)})
+
+
+@pytest.fixture(scope="module")
+def paper_runs(pipedream_dir):
+    instance = paper_instance(pipedream_dir)
+    model = JctModel(instance.cluster, instance.model)
+    return instance, {name: simulate(instance, make_policy(name), seed=0, model=model)
+                      for name in ("para-max", "para-min", "random", "min-feasible", "sequential")}
+
+
+def test_paper_baselines_land_near_the_papers_numbers(paper_runs):
+    """The paper (beta A, mean of 3 seeds): Para_max 0.262, Para_min 0.309, Random 0.517."""
+    instance, runs = paper_runs
+    assert runs["para-max"].blocking_rate == pytest.approx(0.262, abs=0.03)
+    assert runs["para-min"].blocking_rate == pytest.approx(0.309, abs=0.03)
+    assert runs["random"].blocking_rate == pytest.approx(0.517, abs=0.04)
+    assert runs["sequential"].blocking_rate > 0.98  # only beta = 1.00 can be met
+    for solution in runs.values():
+        assert solution.arrived == 1001
+        assert find_problems(instance, solution) == []
+
+
+def test_metrics_are_consistent(paper_runs):
+    instance, runs = paper_runs
+    for solution in runs.values():
+        m = solution.metrics
+        assert m["accepted"] + sum(m["blocked_by_reason"].values()) == m["arrived"] == 1001
+        assert m["blocking_rate"] == pytest.approx(solution.blocking_rate)
+        assert 0.0 <= m["worker_utilisation"] <= 1.0
+        assert m["episode_ms"] == instance.horizon_ms
+        accepted = [j for j in solution.jobs if j.accepted]
+        if accepted:
+            assert m["mean_jct_ms"] == pytest.approx(sum(j.jct_ms for j in accepted) / len(accepted))
+            assert m["throughput_jobs_per_hour"] == pytest.approx(len(accepted) / 1000.0 * 3600)
+    # min-feasible never accepts a job that then misses its deadline, by construction
+    assert runs["min-feasible"].metrics["blocked_by_reason"]["deadline"] == 0
+    assert runs["para-max"].metrics["mean_degree"] > runs["min-feasible"].metrics["mean_degree"]
+
+
+def test_random_is_reproducible_from_its_seed(pipedream_dir):
+    instance = paper_instance(pipedream_dir, num_jobs=200)
+    a, b, c = (simulate(instance, make_policy("random"), seed=s) for s in (1, 1, 2))
+    assert [j.degree for j in a.jobs] == [j.degree for j in b.jobs]
+    assert [j.degree for j in a.jobs] != [j.degree for j in c.jobs]
+
+
+def test_physical_preset_makes_communication_matter(pipedream_dir):
+    """Under consistent units maximum parallelism loses more jobs to communication: para-max's
+    blocking rises well above the ddls preset's, and min-feasible beats it."""
+    ddls = simulate(paper_instance(pipedream_dir, num_jobs=400), make_policy("para-max"))
+    instance = paper_instance(pipedream_dir, preset="physical", num_jobs=400)
+    para_max = simulate(instance, make_policy("para-max"))
+    min_feasible = simulate(instance, make_policy("min-feasible"))
+    assert para_max.blocking_rate > ddls.blocking_rate + 0.1
+    assert min_feasible.blocking_rate < para_max.blocking_rate
+    assert find_problems(instance, min_feasible) == []
