@@ -5,7 +5,7 @@ import pytest
 from pacopt.cluster.instance import instance_from_dict
 from pacopt.cluster.jct import JctModel
 from pacopt.cluster.policies import make_policy
-from pacopt.cluster.simulator import simulate
+from pacopt.cluster.simulator import OnlineEpisode, simulate
 from pacopt.solvers.validate import find_problems
 
 
@@ -91,6 +91,26 @@ def test_a_completion_at_the_arrival_frees_workers_first(pipedream_dir):
 def test_a_policy_answering_out_of_range_is_an_error(pipedream_dir):
     with pytest.raises(ValueError, match="degree 17"):
         simulate(alexnet_instance(pipedream_dir, [(0.0, 0.5)]), Always(17))
+
+
+def test_the_episode_can_be_stepped_one_decision_at_a_time(pipedream_dir):
+    """What a gymnasium environment does: look at the decision, answer, repeat."""
+    instance = alexnet_instance(pipedream_dir, [(0.0, 0.5), (10.0, 0.5), (20.0, 0.5), (99.0, 0.5)],
+                                horizon=50.0)
+    episode = OnlineEpisode(instance)
+    seen = []
+    while not episode.done:
+        seen.append(episode.decision.job_id)
+        assert episode.decision.state.now_ms == instance.jobs[len(seen) - 1].arrival_ms
+        episode.decide(16 if len(seen) < 3 else 1)
+    assert seen == ["j0", "j1", "j2"]          # j3 arrives after the horizon: never decided
+    assert reasons(episode.solution("manual")) == ["horizon", "horizon", "no_placement", "horizon"]
+    with pytest.raises(RuntimeError, match="over"):
+        episode.decide(1)
+    stepped = OnlineEpisode(instance)
+    stepped.decide(16)
+    with pytest.raises(RuntimeError, match="still has jobs"):
+        stepped.solution("manual")
 
 
 def paper_instance(pipedream_dir, preset="ddls", beta="A", num_jobs=1001, seed=0):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.partition import op_counts, partition
@@ -158,8 +159,9 @@ class JctModel:
             self.persist = False  # a read-only home must not stop the work; keep it in memory
 
     # ----- the per-job table ---------------------------------------------------------------------
-    def table(self, graph: JobGraph) -> JobTable:
-        """The per-degree table of ``graph`` on an empty cluster (cached)."""
+    def table(self, graph: JobGraph, progress: bool = False) -> JobTable:
+        """The per-degree table of ``graph`` on an empty cluster (cached; ``progress`` shows a
+        bar over the degrees, worth it for graphs with hundreds of ops)."""
         if graph.fingerprint in self._tables:
             return self._tables[graph.fingerprint]
         size = self.settings.max_partitions_per_op + 1
@@ -168,7 +170,8 @@ class JctModel:
         jct = np.full(size, np.nan)
         comm = np.full(size, np.nan)
         counts: list[tuple[int, ...]] = [()]
-        for d in range(1, size):
+        for d in tqdm(range(1, size), desc=f"table {graph.name}", unit="degree", leave=False,
+                      disable=not progress):
             c = self.counts(graph, d)
             counts.append(c)
             placement = self.place(graph, c, 0)

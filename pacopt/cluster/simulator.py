@@ -7,6 +7,9 @@ its workers first; then the arriving job is decided. A decided job is blocked wi
 exceeds beta x its sequential JCT, strictly), or ``horizon`` (it arrives at or after the horizon,
 or would still be running there; such a job still holds its workers until the horizon, as in the
 reference).
+
+:class:`OnlineEpisode` is the steppable form (one decision at a time, what a gymnasium
+environment drives); :func:`simulate` runs a :class:`~pacopt.cluster.policies.Policy` through it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,104 @@ if TYPE_CHECKING:
 EPS_MS = 1e-7
 
 
+class OnlineEpisode:
+    """One pass over an instance's arrivals, decided one job at a time.
+
+    ``decision`` is the arriving job waiting for a degree (``None`` once every job is through);
+    :meth:`decide` applies a degree, records the outcome and moves on to the next arrival,
+    recording jobs that arrive at or after the horizon on the way. ``records`` grows as jobs are
+    decided; :meth:`solution` wraps them up.
+    """
+
+    def __init__(self, instance: Instance, model: JctModel | None = None, progress: bool = False):
+        self.instance = instance
+        self.model = model or JctModel(instance.cluster, instance.model)
+        self.state = ClusterState(instance.cluster)
+        self.tables = {name: self.model.table(graph, progress)
+                       for name, graph in instance.graphs.items()}
+        self.records: list[JobRecord] = []
+        self.decision: Decision | None = None
+        self._ending: list[tuple[float, int]] = []
+        self._advance()
+
+    @property
+    def done(self) -> bool:
+        return self.decision is None
+
+    def _advance(self) -> None:
+        """Record undecidable arrivals until the next job that needs a decision (or the end)."""
+        instance, horizon = self.instance, self.instance.horizon_ms
+        self.decision = None
+        while len(self.records) < len(instance.jobs):
+            index = len(self.records)
+            job = instance.jobs[index]
+            table = self.tables[job.graph]
+            record = JobRecord(id=job.id, graph=job.graph, arrival_ms=job.arrival_ms,
+                               max_jct_fraction=job.max_jct_fraction,
+                               deadline_ms=job.max_jct_fraction * table.seq_jct_ms, accepted=False)
+            self.records.append(record)
+            if horizon is not None and job.arrival_ms >= horizon:
+                record.reason = "horizon"
+                continue
+            while self._ending and self._ending[0][0] <= job.arrival_ms + EPS_MS:
+                self.state.release(heapq.heappop(self._ending)[1])
+            self.state.now_ms = job.arrival_ms
+            self.decision = Decision(job_index=index, job_id=job.id,
+                                     graph=instance.graphs[job.graph],
+                                     max_jct_fraction=job.max_jct_fraction,
+                                     deadline_ms=record.deadline_ms, table=table, state=self.state,
+                                     model=self.model)
+            return
+
+    def decide(self, degree: int) -> JobRecord:
+        """Apply ``degree`` (0 = reject) to the waiting job; returns its record."""
+        decision = self.decision
+        if decision is None:
+            raise RuntimeError("the episode is over: no job is waiting for a decision")
+        table = decision.table
+        if not 0 <= degree <= table.max_degree:
+            raise ValueError(f"degree {degree} for job '{decision.job_id}' must be in "
+                             f"0..{table.max_degree}")
+        record = self.records[decision.job_index]
+        record.degree = degree
+        placement = decision.placement(degree) if degree else None
+        if degree == 0:
+            record.reason = "rejected"
+        elif placement is None:
+            record.reason = "no_placement"
+        else:
+            timing = self.model.timing(decision.graph, table.counts[degree], placement)
+            if timing.jct_ms > record.deadline_ms:
+                record.reason = "deadline"
+            else:
+                self._run(record, decision.job_index, placement, timing)
+        self._advance()
+        return record
+
+    def _run(self, record: JobRecord, index: int, placement, timing) -> None:
+        cluster, horizon = self.instance.cluster, self.instance.horizon_ms
+        record.workers = [cluster.server_name(s) for s in placement.workers()]
+        record.blocks = [block.label for block in placement.blocks]
+        record.start_ms, record.jct_ms = record.arrival_ms, timing.jct_ms
+        record.comm_overhead_ms = timing.comm_overhead_ms
+        end = record.arrival_ms + timing.jct_ms
+        if horizon is not None and end > horizon + EPS_MS:
+            record.reason = "horizon"  # runs (and holds its workers) until the episode stops
+        else:
+            record.accepted = True
+        self.state.mount(index, placement.mask, placement.workers(), end)
+        heapq.heappush(self._ending, (end, index))
+
+    def solution(self, method: str, seed: int | None = None) -> Solution:
+        """The episode's (unvalidated) solution; every job must have been decided."""
+        if not self.done:
+            raise RuntimeError("the episode still has jobs to decide")
+        solution = Solution(method=method, preset=self.instance.model.preset, status="heuristic",
+                            jobs=self.records, instance=self.instance.source, seed=seed)
+        solution.metrics = episode_metrics(self.instance, solution)
+        return solution
+
+
 def simulate(instance: Instance, policy: Policy, *, seed: int | None = None,
              model: JctModel | None = None, progress: bool = False) -> Solution:
     """Run ``policy`` online over ``instance`` and return its (unvalidated) solution.
@@ -36,60 +137,13 @@ def simulate(instance: Instance, policy: Policy, *, seed: int | None = None,
     ``model`` lets callers share one :class:`JctModel` (and its caches) across episodes.
     """
     started = time.perf_counter()
-    model = model or JctModel(instance.cluster, instance.model)
-    cluster = instance.cluster
-    horizon = instance.horizon_ms
-    state = ClusterState(cluster)
-    ending: list[tuple[float, int]] = []
-    records: list[JobRecord] = []
+    episode = OnlineEpisode(instance, model, progress)
     policy.reset(seed)
-    tables = {name: model.table(graph) for name, graph in instance.graphs.items()}
-    for index, job in enumerate(tqdm(instance.jobs, desc=f"{policy.name}", unit="job",
-                                     disable=not progress, leave=False)):
-        graph = instance.graphs[job.graph]
-        table = tables[job.graph]
-        record = JobRecord(id=job.id, graph=job.graph, arrival_ms=job.arrival_ms,
-                           max_jct_fraction=job.max_jct_fraction,
-                           deadline_ms=job.max_jct_fraction * table.seq_jct_ms, accepted=False)
-        records.append(record)
-        if horizon is not None and job.arrival_ms >= horizon:
-            record.reason = "horizon"
-            continue
-        while ending and ending[0][0] <= job.arrival_ms + EPS_MS:
-            state.release(heapq.heappop(ending)[1])
-        state.now_ms = job.arrival_ms
-        decision = Decision(job_index=index, job_id=job.id, graph=graph,
-                            max_jct_fraction=job.max_jct_fraction, deadline_ms=record.deadline_ms,
-                            table=table, state=state, model=model)
-        degree = int(policy.choose(decision))
-        if not 0 <= degree <= table.max_degree:
-            raise ValueError(f"policy '{policy.name}' chose degree {degree} for job '{job.id}'; "
-                             f"it must be in 0..{table.max_degree}")
-        record.degree = degree
-        if degree == 0:
-            record.reason = "rejected"
-            continue
-        placement = decision.placement(degree)
-        if placement is None:
-            record.reason = "no_placement"
-            continue
-        timing = model.timing(graph, table.counts[degree], placement)
-        if timing.jct_ms > record.deadline_ms:
-            record.reason = "deadline"
-            continue
-        record.workers = [cluster.server_name(s) for s in placement.workers()]
-        record.blocks = [block.label for block in placement.blocks]
-        record.start_ms, record.jct_ms = job.arrival_ms, timing.jct_ms
-        record.comm_overhead_ms = timing.comm_overhead_ms
-        end = job.arrival_ms + timing.jct_ms
-        if horizon is not None and end > horizon + EPS_MS:
-            record.reason = "horizon"  # runs (and holds its workers) until the episode stops
-        else:
-            record.accepted = True
-        state.mount(index, placement.mask, placement.workers(), end)
-        heapq.heappush(ending, (end, index))
-    solution = Solution(method=policy.name, preset=instance.model.preset, status="heuristic",
-                        jobs=records, instance=instance.source, seed=seed)
-    solution.metrics = episode_metrics(instance, solution)
+    with tqdm(total=len(instance.jobs), desc=policy.name, unit="job", disable=not progress,
+              leave=False) as bar:
+        while not episode.done:
+            episode.decide(int(policy.choose(episode.decision)))
+            bar.update(len(episode.records) - (0 if episode.done else 1) - bar.n)
+    solution = episode.solution(policy.name, seed)
     solution.solve_seconds = time.perf_counter() - started
     return solution

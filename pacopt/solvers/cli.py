@@ -125,7 +125,7 @@ def _profile(args) -> int:
     from pacopt.cluster.topology import RampCluster
 
     graph = resolve_graph(args.graph)
-    table = JctModel(RampCluster(), ModelSettings(preset=args.preset)).table(graph)
+    table = JctModel(RampCluster(), ModelSettings(preset=args.preset)).table(graph, not args.json)
     rows = table.rows()
     if args.json:
         print(json.dumps(rows, indent=1))
@@ -148,7 +148,12 @@ def _validate(args) -> int:
     from pacopt.cluster.solution import Solution
     from pacopt.solvers.validate import find_problems
 
-    problems = find_problems(load_instance(args.instance), Solution.load(args.result))
+    instance = load_instance(args.instance)
+    try:  # a result of the wrong shape (e.g. a job that is not an object, a degree "3") is bad
+        # input, not a crash: Solution.load does not check the field types, find_problems trusts them
+        problems = find_problems(instance, Solution.load(args.result))
+    except (AttributeError, TypeError) as err:
+        raise InputError(f"result '{args.result}' is not a well-formed pacopt result: {err}") from None
     for problem in problems:
         print(problem)
     print("valid" if not problems else f"INVALID: {len(problems)} problem(s)")
