@@ -171,7 +171,7 @@ class JctModel:
         comm = np.full(size, np.nan)
         counts: list[tuple[int, ...]] = [()]
         for d in tqdm(range(1, size), desc=f"table {graph.name}", unit="degree", leave=False,
-                      disable=not progress):
+                      disable=None if progress else True):
             c = self.counts(graph, d)
             counts.append(c)
             placement = self.place(graph, c, 0)

@@ -139,8 +139,9 @@ def simulate(instance: Instance, policy: Policy, *, seed: int | None = None,
     started = time.perf_counter()
     episode = OnlineEpisode(instance, model, progress)
     policy.reset(seed)
-    with tqdm(total=len(instance.jobs), desc=policy.name, unit="job", disable=not progress,
-              leave=False) as bar:
+    # disable=None: tqdm shows the bar only on a terminal
+    with tqdm(total=len(instance.jobs), desc=policy.name, unit="job", leave=False,
+              disable=None if progress else True) as bar:
         while not episode.done:
             episode.decide(int(policy.choose(episode.decision)))
             bar.update(len(episode.records) - (0 if episode.done else 1) - bar.n)
