@@ -102,15 +102,21 @@ def download_pipedream(dest: str | Path, models: list[str] | None = None,
     Needs internet access; nothing in pacopt requires it (tests read ``../shared``). Returns the
     written paths. Each file is parsed before it is kept, so a bad download is never left behind.
     """
+    models = list(models or PIPEDREAM_MODELS)
+    unknown = [m for m in models if m not in PIPEDREAM_MODELS]
+    if unknown:  # before any download, so a typo costs nothing
+        raise InputError(f"unknown PipeDream model '{unknown[0]}'; known: {', '.join(PIPEDREAM_MODELS)}")
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     written = []
-    for model in models or list(PIPEDREAM_MODELS):
-        if model not in PIPEDREAM_MODELS:
-            raise InputError(f"unknown PipeDream model '{model}'; known: {', '.join(PIPEDREAM_MODELS)}")
+    for model in models:
         url = PIPEDREAM_URL.format(commit=commit, domain=PIPEDREAM_MODELS[model], model=model)
         with urllib.request.urlopen(url, timeout=60) as response:
-            text = response.read().decode()
+            raw = response.read()
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError:
+            raise InputError(f"{url}: the download is not a text profile") from None
         parse_pipedream(text, model, url)
         target = dest / f"{model}.txt"
         target.write_text(text)

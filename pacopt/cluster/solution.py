@@ -102,13 +102,17 @@ class Solution:
                        solve_seconds=data.get("solve_seconds", 0.0),
                        validated=data.get("validated", False), seed=data.get("seed"),
                        metrics=data.get("metrics", {}))
-        except (KeyError, TypeError) as err:
+        except KeyError as err:
+            raise InputError(f"not a pacopt result: missing key {err}") from None
+        except (TypeError, AttributeError) as err:
             raise InputError(f"not a pacopt result: {err}") from None
 
     @classmethod
     def load(cls, path: str | Path) -> Solution:
         try:
             return cls.from_dict(json.loads(Path(path).read_text()))
+        except InputError as err:
+            raise InputError(f"result '{path}': {err}") from None
         except OSError as err:
             raise InputError(f"cannot read result '{path}': {err.strerror}") from None
         except json.JSONDecodeError as err:

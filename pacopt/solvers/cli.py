@@ -31,6 +31,9 @@ def _run(main, argv) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `pacopt profile cnn | head`: the reader left, nothing is lost
+        sys.stderr.close()
+        return 0
 
 
 # ----- solve ---------------------------------------------------------------------------------------

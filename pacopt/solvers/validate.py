@@ -83,6 +83,8 @@ def _check_job(instance: Instance, model: JctModel, record: JobRecord, job, busy
         out.append(f"{where}: blocked without a valid reason ({record.reason!r})")
     if record.reason == "rejected" and record.degree != 0:
         out.append(f"{where}: rejected but degree {record.degree}")
+    if record.reason == "horizon" and horizon is None:
+        out.append(f"{where}: blocked for the horizon, but the instance has none")
     late = horizon is not None and job.arrival_ms >= horizon
     if late and (record.accepted or record.reason != "horizon"):
         out.append(f"{where}: arrives at or after the horizon, so it must be blocked ('horizon')")
