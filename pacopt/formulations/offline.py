@@ -1,0 +1,278 @@
+"""The offline problem's data: every job's options and the conflicts between them.
+
+All arrivals are known. Each job is rejected or gets one *option*: a degree, a footprint and a
+concrete placement, run from its arrival for its JCT. No worker may serve two jobs at once, and
+an accepted job must meet its deadline (and finish by the horizon, if the instance has one).
+
+**The candidate set.** For a job at degree d with per-op split counts M, a footprint is a union
+of one RAMP block per distinct count in M (ops with equal counts share their block), anywhere on
+the cluster, not only where first-fit would put it. Only inclusion-minimal unions are kept.
+Each op then sits on the block of its count, which gives the option's placement.
+
+**Why the optimum bounds online policies.** Every placement first-fit can produce, on any cluster
+state, gives each op a block of its count, so its footprint contains one of these minimal
+unions. Replace each accepted job of an online solution by a contained candidate: no worker
+gains a job, and in the ``ddls`` preset the JCT is the same (one JCT per (graph, degree)). The
+result is a feasible offline solution with the same accepted jobs, so the offline optimum is at
+least the online count. Jobs an online policy runs past the horizon count as blocked there, and
+the offline model simply rejects them. In the ``physical`` preset the JCT depends on the
+placement, and an option's JCT is that of its compact placement. The bound then holds against
+policies that place compactly; a spread-out first-fit placement can time differently.
+
+**Conflicts.** Intervals on a line conflict exactly when one contains the other's start. So it is
+enough to check each arrival instant, and only the maximal ones: an instant where nothing ends
+before the next arrival is implied by that next one. At each kept instant, each server carries at
+most one option (a clique constraint, which keeps the LP relaxation tight).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pacopt.cluster.instance import Instance
+from pacopt.cluster.jct import JctModel
+from pacopt.cluster.placement import Placement
+from pacopt.cluster.solution import JobRecord, Solution
+from pacopt.cluster.topology import Block, RampCluster
+
+EPS_MS = 1e-7  # the simulator's event tolerance: a job ending by then has freed its workers
+
+
+@dataclass(frozen=True)
+class Option:
+    """One way to run one job: index into ``instance.jobs``, degree, placement and timing."""
+
+    job: int
+    degree: int
+    placement: Placement
+    jct_ms: float
+    comm_overhead_ms: float
+    start_ms: float
+
+    @property
+    def end_ms(self) -> float:
+        return self.start_ms + self.jct_ms
+
+    @property
+    def mask(self) -> int:
+        return self.placement.mask
+
+    @property
+    def workers(self) -> int:
+        return self.placement.num_workers
+
+    @property
+    def worker_ms(self) -> float:
+        """Worker-time the option holds (the tie-break: less is better)."""
+        return self.workers * self.jct_ms
+
+
+@dataclass
+class OfflineProblem:
+    """Options of every job and the conflict rows between them.
+
+    ``options``: flat list; ``by_job[j]``: indices of job j's options; ``rows``: option index
+    lists, each a set of which at most one may be chosen (one server at one maximal instant);
+    ``late``: jobs arriving at or after the horizon (never decided).
+    """
+
+    instance: Instance
+    model: JctModel
+    options: list[Option]
+    by_job: list[list[int]]
+    rows: list[list[int]]
+    late: set[int] = field(default_factory=set)
+
+    @property
+    def num_jobs(self) -> int:
+        return len(self.by_job)
+
+
+def footprints(counts: tuple[int, ...], cluster: RampCluster) -> list[dict[int, Block]]:
+    """Inclusion-minimal choices of one block per distinct split count (largest first).
+
+    Returns, per footprint, the block chosen for each count. A block that fits inside what is
+    already chosen adds nothing, and any other choice would only give a superset, so it is the only
+    branch taken; supersets of another partial union are pruned at every stage.
+    """
+    partial: list[tuple[dict[int, Block], int]] = [({}, 0)]
+    for m in sorted(set(counts), reverse=True):
+        grown: dict[int, tuple[dict[int, Block], int]] = {}
+        for chosen, mask in partial:
+            blocks = cluster.blocks(m)
+            inside = next((b for b in blocks if b.mask & ~mask == 0), None)
+            for block in [inside] if inside else blocks:
+                union = mask | block.mask
+                grown.setdefault(union, ({**chosen, m: block}, union))
+        partial = _minimal(list(grown.values()))
+    return [chosen for chosen, _ in partial] if partial != [({}, 0)] else []
+
+
+def _minimal(items: list[tuple[dict, int]]) -> list[tuple[dict, int]]:
+    """Drop every entry whose mask strictly contains another entry's mask."""
+    items.sort(key=lambda item: item[1].bit_count())
+    kept: list[tuple[dict, int]] = []
+    for item in items:
+        if not any(k[1] & ~item[1] == 0 and k[1] != item[1] for k in kept):
+            kept.append(item)
+    return kept
+
+
+def _fits_memory(graph, placement: Placement, capacity: float) -> bool:
+    used: dict[int, float] = {}
+    for op, block in zip(graph.ops, placement.blocks):
+        share = op.memory_bytes / len(block.servers)
+        for s in block.servers:
+            used[s] = used.get(s, 0.0) + share
+    return all(v <= capacity for v in used.values())
+
+
+def build_problem(instance: Instance, model: JctModel | None = None) -> OfflineProblem:
+    """Enumerate every job's options (deadline and horizon met) and the conflict rows."""
+    model = model or JctModel(instance.cluster, instance.model)
+    cluster, horizon = instance.cluster, instance.horizon_ms
+    patterns: dict[tuple[str, int], list[tuple[Placement, float, float]]] = {}
+    options: list[Option] = []
+    by_job: list[list[int]] = []
+    late: set[int] = set()
+    for j, job in enumerate(instance.jobs):
+        by_job.append([])
+        if horizon is not None and job.arrival_ms >= horizon:
+            late.add(j)
+            continue
+        graph = instance.graphs[job.graph]
+        table = model.table(graph)
+        deadline = instance.deadline_ms(job)
+        for d in range(1, table.max_degree + 1):
+            if not table.placed[d]:
+                continue
+            if (job.graph, d) not in patterns:
+                patterns[job.graph, d] = _pattern_options(graph, table.counts[d], model, cluster)
+            for placement, jct, comm in patterns[job.graph, d]:
+                if jct > deadline or (horizon is not None and job.arrival_ms + jct > horizon + EPS_MS):
+                    continue
+                by_job[j].append(len(options))
+                options.append(Option(job=j, degree=d, placement=placement, jct_ms=jct,
+                                      comm_overhead_ms=comm, start_ms=job.arrival_ms))
+    return OfflineProblem(instance=instance, model=model, options=options, by_job=by_job,
+                          rows=_conflict_rows(options, cluster.num_servers), late=late)
+
+
+def _pattern_options(graph, counts, model: JctModel, cluster: RampCluster):
+    out = []
+    for chosen in footprints(counts, cluster):
+        placement = Placement(tuple(chosen[m] for m in counts))
+        if _fits_memory(graph, placement, cluster.worker_memory):
+            timing = model.timing(graph, counts, placement)
+            out.append((placement, timing.jct_ms, timing.comm_overhead_ms))
+    return out
+
+
+def _conflict_rows(options: list[Option], num_servers: int) -> list[list[int]]:
+    """One row per (maximal instant, server) holding options of at least two jobs."""
+    starts = sorted({o.start_ms for o in options})
+    order = sorted(range(len(options)), key=lambda k: options[k].start_ms)
+    rows: list[list[int]] = []
+    active: list[int] = []
+    head = 0
+    for i, t in enumerate(starts):
+        while head < len(order) and options[order[head]].start_ms <= t:
+            active.append(order[head])
+            head += 1
+        active = [k for k in active if options[k].end_ms > t + EPS_MS]
+        following = starts[i + 1] if i + 1 < len(starts) else None
+        if following is not None and all(options[k].end_ms > following + EPS_MS for k in active):
+            continue  # everything active now is still active at the next arrival: implied there
+        per_server: list[list[int]] = [[] for _ in range(num_servers)]
+        for k in active:
+            mask = options[k].mask
+            while mask:
+                low = mask & -mask
+                per_server[low.bit_length() - 1].append(k)
+                mask ^= low
+        for row in per_server:
+            if len({options[k].job for k in row}) >= 2:
+                rows.append(row)
+    return _unique(rows)
+
+
+def _unique(rows: list[list[int]]) -> list[list[int]]:
+    seen, out = set(), []
+    for row in rows:
+        key = tuple(row)
+        if key not in seen:
+            seen.add(key)
+            out.append(row)
+    return out
+
+
+def to_solution(problem: OfflineProblem, chosen: dict[int, int], *, method: str, status: str,
+                bound_accepted: int | None, solve_seconds: float) -> Solution:
+    """The result of choosing option ``chosen[j]`` for each accepted job j (others rejected)."""
+    instance, cluster = problem.instance, problem.instance.cluster
+    records = []
+    for j, job in enumerate(instance.jobs):
+        record = JobRecord(id=job.id, graph=job.graph, arrival_ms=job.arrival_ms,
+                           max_jct_fraction=job.max_jct_fraction,
+                           deadline_ms=instance.deadline_ms(job), accepted=False)
+        if j in problem.late:
+            record.reason = "horizon"
+        elif j not in chosen:
+            record.reason = "rejected"
+        else:
+            option = problem.options[chosen[j]]
+            record.accepted = True
+            record.degree = option.degree
+            record.workers = [cluster.server_name(s) for s in option.placement.workers()]
+            record.blocks = [block.label for block in option.placement.blocks]
+            record.start_ms, record.jct_ms = option.start_ms, option.jct_ms
+            record.comm_overhead_ms = option.comm_overhead_ms
+        records.append(record)
+    accepted = len(chosen)
+    gap = None if bound_accepted is None else (bound_accepted - accepted) / max(bound_accepted, 1)
+    return Solution(method=method, preset=instance.model.preset, status=status, jobs=records,
+                    instance=instance.source, bound_accepted=bound_accepted, gap=gap,
+                    solve_seconds=solve_seconds)
+
+
+# ----- what every backend returns, and the objective they share -------------------------------------
+@dataclass
+class ExactResult:
+    """A backend's answer: ``chosen[j]`` = option index of each accepted job j.
+
+    ``status``: ``optimal`` only when the solver's own bound proves that no solution accepts more
+    jobs (``bound_accepted == len(chosen)``); ``feasible`` when a bound remains above the
+    incumbent; ``infeasible`` / ``error`` otherwise. ``trace``: (seconds, incumbent accepted,
+    bound on accepted) each time either improved.
+    """
+
+    chosen: dict[int, int]
+    status: str
+    bound_accepted: int | None
+    seconds: float
+    trace: list[tuple[float, int | None, int | None]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Objective:
+    """Maximise ``scale * accepted - sum(tiebreak)``: the integer tie-break (worker-time in
+    worker-seconds, rounded up) sums to less than ``scale``, so it never trades away a job.
+
+    ``coefficient[k]`` is option k's objective coefficient; :meth:`accepted_bound` turns a bound on
+    the weighted objective into a bound on accepted jobs.
+    """
+
+    scale: int
+    coefficient: tuple[int, ...]
+
+    def accepted_bound(self, objective_bound: float) -> int:
+        # accepted * scale - tiebreak <= bound, and 0 <= tiebreak < scale
+        return int(-(-(objective_bound - 1e-6) // self.scale))
+
+
+def objective(problem: OfflineProblem) -> Objective:
+    """The shared weighted objective of the offline problem (see :class:`Objective`)."""
+    tiebreak = [int(-(-o.worker_ms // 1000)) for o in problem.options]
+    worst = sum(max((tiebreak[k] for k in ks), default=0) for ks in problem.by_job)
+    scale = worst + 1
+    return Objective(scale=scale, coefficient=tuple(scale - t for t in tiebreak))
