@@ -13,7 +13,7 @@ import pytest
 from pacopt.cluster.instance import load_instance
 from pacopt.cluster.solution import Solution
 from pacopt.solvers import api
-from pacopt.solvers.api import METHODS
+from pacopt.cluster.policies import HEURISTICS
 from pacopt.solvers.cli import pacopt_main, solve_main
 from pacopt.solvers.validate import find_problems
 
@@ -94,8 +94,8 @@ def test_solve_summary_and_default_output_path(tmp_path, capsys):
     assert "accepted / arrived" in summary and str(out) in summary
 
 
-@pytest.mark.parametrize("method", sorted(METHODS))
-def test_each_method(method, tmp_path, capsys):
+@pytest.mark.parametrize("method", sorted(HEURISTICS))
+def test_each_online_method(method, tmp_path, capsys):
     out = tmp_path / "r.json"
     assert solve_main([BUNDLED, "--method", method, "--seed", "1", "--out", str(out),
                        "--quiet"]) == 0
@@ -104,6 +104,20 @@ def test_each_method(method, tmp_path, capsys):
     assert data["method"] == method and data["validated"] is True
     assert data["status"] == "heuristic" and data["arrived"] == 300
     assert data["accepted"] + sum(not job["accepted"] for job in data["jobs"]) == data["arrived"]
+
+
+@pytest.mark.parametrize("method", ["bound", "cpsat", "milp"])
+def test_exact_methods_report_a_bound_and_print_progress(method, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert solve_main([BUNDLED, "--method", method, "--time-limit", "20", "--threads", "2",
+                       "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "incumbent" in captured.err and "bound on accepted" in captured.out
+    data = json.loads(out.read_text())
+    assert data["validated"] is True and data["status"] in ("optimal", "feasible")
+    assert data["bound_accepted"] >= data["accepted"] >= data["metrics"]["warm_start_accepted"]
+    assert data["gap"] == pytest.approx((data["bound_accepted"] - data["accepted"])
+                                        / data["bound_accepted"])
 
 
 def test_seed_makes_random_reproducible(tmp_path):

@@ -21,9 +21,15 @@ from pacopt.cluster.graph import JobGraph, graph_from_dict
 from pacopt.cluster.graph_sources import find_pipedream
 from pacopt.cluster.pipedream import PIPEDREAM_MODELS, read_pipedream
 from pacopt.cluster.settings import PRESETS, ModelSettings
-from pacopt.cluster.topology import RampCluster
 from pacopt.cluster.spec import SpecModel, field_path, tagged_union
-from pacopt.cluster.workload import Beta, JobSpec, WorkloadSpec, generate_jobs, require_graph
+from pacopt.cluster.topology import RampCluster
+from pacopt.cluster.workload import (
+    Beta,
+    JobSpec,
+    WorkloadSpec,
+    generate_jobs,
+    require_graph,
+)
 
 __all__ = ["Instance", "InstanceSpec", "JobSpec", "SCHEMA_PATH", "instance_from_dict",
            "instance_json_schema", "load_instance", "write_schema"]

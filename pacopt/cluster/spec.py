@@ -13,7 +13,14 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any, Self, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Tag, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Tag,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from pacopt.cluster.errors import InputError

@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Annotated, Any, Literal, Self
 
 import numpy as np
-from pydantic import (Field, ValidationInfo, field_validator, model_validator)
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from scipy.stats import skewnorm
 
 from pacopt.cluster.errors import InputError

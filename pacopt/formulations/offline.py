@@ -73,7 +73,9 @@ class OfflineProblem:
 
     ``options``: flat list; ``by_job[j]``: indices of job j's options; ``rows``: option index
     lists, each a set of which at most one may be chosen (one server at one maximal instant);
-    ``late``: jobs arriving at or after the horizon (never decided).
+    ``late``: jobs arriving at or after the horizon (never decided); ``required``: jobs that must
+    be accepted (the decomposition's "place all of these" subproblem; exactly-one constraints
+    propagate far better than at-most-one with an objective).
     """
 
     instance: Instance
@@ -82,6 +84,7 @@ class OfflineProblem:
     by_job: list[list[int]]
     rows: list[list[int]]
     late: set[int] = field(default_factory=set)
+    required: frozenset[int] = frozenset()
 
     @property
     def num_jobs(self) -> int:

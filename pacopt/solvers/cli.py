@@ -48,7 +48,9 @@ def _solve_parser() -> argparse.ArgumentParser:
     parser.add_argument("--method", default=DEFAULT_METHOD, choices=list(METHODS), metavar="NAME",
                         help=f"method to run (default {DEFAULT_METHOD}; list below)")
     parser.add_argument("--time-limit", type=float, metavar="S",
-                        help="time limit in seconds for exact methods")
+                        help="time limit in seconds for exact methods (default 120)")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="solver threads for exact methods (default: all cores)")
     parser.add_argument("--seed", type=int, help="seed of randomised methods")
     parser.add_argument("--out", metavar="FILE",
                         help="result file (default: <instance>.<method>.result.json beside the "
@@ -67,8 +69,8 @@ def _solve(argv) -> int:
     from pacopt.solvers.api import solve
 
     args = _solve_parser().parse_args(argv)
-    solution = solve(args.instance, args.method, time_limit=args.time_limit, seed=args.seed,
-                     progress=not (args.quiet or args.json))
+    solution = solve(args.instance, args.method, time_limit=args.time_limit, threads=args.threads,
+                     seed=args.seed, progress=not (args.quiet or args.json))
     out = Path(args.out) if args.out else Path(args.instance).with_suffix(
         f".{args.method}.result.json")
     solution.save(out)
@@ -84,6 +86,8 @@ def _summary(solution, out: Path, stream) -> None:
     rows = [("method", solution.method), ("preset", solution.preset), ("status", solution.status),
             ("accepted / arrived", f"{solution.accepted} / {solution.arrived}"),
             ("blocking rate", f"{solution.blocking_rate:.4f}"),
+            *([("bound on accepted", f"{solution.bound_accepted}  (gap {solution.gap:.2%})")]
+              if solution.bound_accepted is not None else []),
             ("blocked by reason", ", ".join(f"{k} {v}" for k, v in
                                             m.get("blocked_by_reason", {}).items())),
             ("worker utilisation", f"{m.get('worker_utilisation', 0):.3f}"),

@@ -1,0 +1,224 @@
+"""The offline problem (:mod:`pacopt.formulations.offline`) as an OR-Tools CP-SAT model.
+
+An independent second model of the problem the MILP solves, so that each checks the other: one
+Boolean ``x[k]`` per option, at most one option per job and per conflict row (one server at one
+maximal instant), maximise the shared weighted objective ``sum(coefficient[k] * x[k])``
+(:func:`~pacopt.formulations.offline.objective`: accepted jobs first, worker-time as tie-break).
+
+The model is written straight into CP-SAT's model proto, one bulk ``extend`` per constraint,
+rather than through ``CpModel``'s expression API: a 200-job paper episode (42k options, 1M
+literals) then builds in about 0.1 s instead of 0.5 s.
+
+The search stops as soon as the bound on accepted jobs meets the incumbent (the headline number
+is proven even if the tie-break is not), at the time limit, or on Ctrl-C, which stops it
+gracefully and returns the best solution found so far.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+from ortools.sat.python import cp_model
+
+from pacopt.formulations.offline import (
+    ExactResult,
+    Objective,
+    OfflineProblem,
+    objective,
+)
+from pacopt.formulations.warm import check_choice
+
+__all__ = ["build_model", "solve_cpsat"]
+
+Progress = Callable[[float, "int | None", "int | None"], None]
+
+
+def build_model(problem: OfflineProblem, weights: Objective,
+                warm_start: dict[int, int] | None = None) -> cp_model.CpModel:
+    """The CP-SAT model of ``problem``; variable k is option k (so solution values index options).
+
+    ``warm_start`` (job -> option) becomes a complete hint: its options 1, every other option 0;
+    an infeasible one raises :class:`AssertionError` (see :func:`check_choice`).
+    """
+    model = cp_model.CpModel()
+    proto = model.proto
+    count = len(problem.options)
+    variables = proto.variables
+    for _ in range(count):
+        variables.add().domain.extend((0, 1))
+    constraints = proto.constraints
+    for j, group in enumerate(problem.by_job):
+        if j in problem.required:
+            constraints.add().exactly_one.literals.extend(group)
+        elif len(group) > 1:
+            constraints.add().at_most_one.literals.extend(group)
+    for row in problem.rows:
+        constraints.add().at_most_one.literals.extend(row)
+    if not problem.required:
+        # When every job is required the count is fixed: a pure feasibility search is much faster.
+        # The proto minimises; CpModel.maximize stores max f as min -f with scaling factor -1.
+        goal = proto.objective
+        goal.vars.extend(range(count))
+        goal.coeffs.extend([-c for c in weights.coefficient])
+        goal.scaling_factor = -1.0
+    if warm_start is not None:
+        check_choice(problem, warm_start)
+        hint = [0] * count
+        for k in warm_start.values():
+            hint[k] = 1
+        proto.solution_hint.vars.extend(range(count))
+        proto.solution_hint.values.extend(hint)
+    return model
+
+
+class _Monitor(cp_model.CpSolverSolutionCallback):
+    """Tracks incumbent and bound (in accepted jobs), reports improvements, stops when they meet.
+
+    CP-SAT calls it from its worker threads, hence the lock.
+    """
+
+    def __init__(self, weights: Objective, cap: int, started: float,
+                 progress: Progress | None) -> None:
+        super().__init__()
+        self.weights = weights
+        self.started = started
+        self.progress = progress
+        self.incumbent: int | None = None
+        self.bound = cap
+        self.trace: list[tuple[float, int | None, int | None]] = []
+        self.stop: Callable[[], None] = lambda: None
+        self._lock = threading.Lock()
+
+    def on_solution_callback(self) -> None:
+        # Exact, not just a bound: the objective is scale * accepted - tiebreak, 0 <= tiebreak <
+        # scale, so the accepted count is the objective value rounded up to a multiple of scale.
+        self.update(self.weights.accepted_bound(self.ObjectiveValue()),
+                    self.BestObjectiveBound())
+
+    def on_bound(self, objective_bound: float) -> None:
+        """CP-SAT's ``best_bound_callback``: the bound also improves between solutions."""
+        self.update(None, objective_bound)
+
+    def update(self, accepted: int | None, objective_bound: float) -> None:
+        with self._lock:
+            bound = self.bound
+            if math.isfinite(objective_bound):
+                bound = min(bound, self.weights.accepted_bound(objective_bound))
+            better = accepted is not None and (self.incumbent is None or accepted > self.incumbent)
+            if not better and bound == self.bound:
+                return
+            if better:
+                self.incumbent = accepted
+            self.bound = bound
+            entry = (time.perf_counter() - self.started, self.incumbent, self.bound)
+            self.trace.append(entry)
+            if self.progress is not None:
+                self.progress(*entry)
+            if self.incumbent == self.bound:
+                self.stop()
+
+
+def _default_threads() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
+
+
+def _run(solver: cp_model.CpSolver, model: cp_model.CpModel,
+         monitor: _Monitor) -> cp_model.cmh.CpSolverStatus:
+    """``solver.solve``, with Ctrl-C turned into a graceful stop when called on the main thread.
+
+    A Python signal handler only runs when the main thread executes Python code, which it does
+    not while inside ``solve``; so the solve runs on a helper thread and the main thread waits
+    in short slices, running the handler (which stops the search) if SIGINT arrives.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return solver.solve(model, monitor)
+    outcome: dict = {}
+
+    def work() -> None:
+        try:
+            outcome["status"] = solver.solve(model, monitor)
+        except BaseException as err:  # re-raised on the caller's thread
+            outcome["error"] = err
+
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: solver.stop_search())
+    try:
+        helper = threading.Thread(target=work, name="cpsat-solve", daemon=True)
+        helper.start()
+        while helper.is_alive():
+            helper.join(0.1)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["status"]
+
+
+def solve_cpsat(problem: OfflineProblem, *, time_limit: float | None = None,
+                threads: int | None = None, warm_start: dict[int, int] | None = None,
+                progress: Progress | None = None) -> ExactResult:
+    """Solve ``problem`` with CP-SAT.
+
+    ``time_limit`` (seconds) bounds the whole call, building included; ``threads`` defaults to
+    every core; ``warm_start`` (job -> option, feasible) is passed as a hint; ``progress(seconds,
+    incumbent accepted, bound on accepted)`` is called on every improvement of either, from
+    CP-SAT's threads. Ctrl-C during the search stops it and returns the best solution so far.
+    """
+    started = time.perf_counter()
+    weights = objective(problem)
+    model = build_model(problem, weights, warm_start)
+    solver = cp_model.CpSolver()
+    params = solver.parameters
+    params.num_workers = threads or _default_threads()
+    params.log_search_progress = False
+    params.catch_sigint_signal = False  # our handler stops the search (see _run)
+    if time_limit is not None:
+        params.max_time_in_seconds = max(0.0, time_limit - (time.perf_counter() - started))
+    # Rejecting everything is feasible and no job has two options, so the number of jobs that
+    # have any option bounds the optimum before the solver says anything.
+    monitor = _Monitor(weights, sum(1 for group in problem.by_job if group), started,
+                       None if problem.required else progress)
+    monitor.stop = solver.stop_search
+    if not problem.required:  # a feasibility search has no objective, so no bound to follow
+        solver.best_bound_callback = monitor.on_bound
+    status = _run(solver, model, monitor)
+    seconds = time.perf_counter() - started
+    if problem.required:
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            chosen = _checked_choice(problem, [k for k, v in enumerate(solver.response_proto.solution)
+                                               if v])
+            return ExactResult(chosen=chosen, status="optimal", bound_accepted=len(chosen),
+                               seconds=seconds)
+        return ExactResult(chosen={}, status="infeasible" if status == cp_model.INFEASIBLE
+                           else "feasible", bound_accepted=None, seconds=seconds)
+
+    if status in (cp_model.MODEL_INVALID, cp_model.INFEASIBLE):
+        # Neither can happen for a well-formed problem (choosing nothing is always feasible).
+        return ExactResult(chosen={}, status="error", bound_accepted=None, seconds=seconds,
+                           trace=monitor.trace)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        response = solver.response_proto
+        chosen = _checked_choice(problem, [k for k, v in enumerate(response.solution) if v])
+        monitor.update(len(chosen), response.best_objective_bound)
+    else:  # UNKNOWN: stopped before any solution (its bound field is then a meaningless 0)
+        chosen = {}  # rejecting everything is always feasible
+        monitor.update(0, math.inf)
+    bound = monitor.bound
+    return ExactResult(chosen=chosen, status="optimal" if bound == len(chosen) else "feasible",
+                       bound_accepted=bound, seconds=seconds, trace=monitor.trace)
+
+
+def _checked_choice(problem: OfflineProblem, selected: list[int]) -> dict[int, int]:
+    """Job -> option of the selected options; raises if they break a constraint (a bug)."""
+    chosen = {problem.options[k].job: k for k in selected}
+    if len(chosen) != len(selected):
+        raise AssertionError("CP-SAT chose two options of one job")
+    check_choice(problem, chosen)
+    return chosen

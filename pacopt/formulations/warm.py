@@ -1,0 +1,88 @@
+"""Warm starts for the offline problem's backends, and the check every returned choice passes.
+
+A *choice* maps each accepted job j (index into ``instance.jobs``) to one of its options
+``problem.by_job[j]``; it is feasible when no conflict row holds two of its options.
+
+**An online solution as a warm start.** Each job an online policy accepted holds a footprint
+that contains one of the job's candidate footprints at the same degree (see
+:mod:`pacopt.formulations.offline`), so the job can take that option instead without any worker
+gaining a job. In the ``ddls`` preset the option runs over the same interval as the online job,
+so the mapped choice keeps every accepted job. In the ``physical`` preset an option's JCT is that
+of its compact placement and can differ; options that would then conflict with those already
+taken are dropped greedily, in arrival order, so the result is always feasible.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from pacopt.cluster.solution import Solution
+from pacopt.formulations.offline import OfflineProblem
+
+
+def warm_start_from(problem: OfflineProblem, solution: Solution) -> dict[int, int]:
+    """A feasible choice (job index -> option index) that keeps as many of ``solution``'s
+    accepted jobs as it can (all of them in the ``ddls`` preset).
+
+    ``solution`` is any method's solution on ``problem.instance`` (typically an online policy's,
+    from :func:`pacopt.cluster.simulator.simulate`); its jobs are matched by id. Each accepted
+    job gets the least worker-time option of its degree whose workers lie inside its footprint.
+    """
+    instance, options = problem.instance, problem.options
+    job_index = {job.id: j for j, job in enumerate(instance.jobs)}
+    candidates: dict[int, list[int]] = {}
+    for record in solution.jobs:
+        if not record.accepted:
+            continue
+        if record.id not in job_index:
+            raise ValueError(f"solution job '{record.id}' is not a job of the instance")
+        j = job_index[record.id]
+        footprint = 0
+        for name in record.workers:
+            footprint |= 1 << instance.cluster.server_index(name)
+        inside = [k for k in problem.by_job[j]
+                  if options[k].degree == record.degree and options[k].mask & ~footprint == 0]
+        candidates[j] = sorted(inside, key=lambda k: options[k].worker_ms)
+    return greedy_choice(problem, candidates)
+
+
+def greedy_choice(problem: OfflineProblem, candidates: dict[int, list[int]]) -> dict[int, int]:
+    """A feasible choice built greedily: jobs in arrival order, each taking the first of its
+    ``candidates[j]`` (option indices, in order of preference) that conflicts with none taken so
+    far, or nothing."""
+    rows_of = _rows_of(problem, {k for ks in candidates.values() for k in ks})
+    taken_rows: set[int] = set()
+    chosen: dict[int, int] = {}
+    for j in sorted(candidates):  # instance.jobs is sorted by arrival
+        k = next((k for k in candidates[j] if taken_rows.isdisjoint(rows_of[k])), None)
+        if k is not None:
+            chosen[j] = k
+            taken_rows.update(rows_of[k])
+    return chosen
+
+
+def _rows_of(problem: OfflineProblem, wanted: set[int]) -> dict[int, list[int]]:
+    """For each option in ``wanted``, the indices of the conflict rows it appears in."""
+    rows_of: dict[int, list[int]] = defaultdict(list)
+    for i, row in enumerate(problem.rows):
+        for k in wanted.intersection(row):  # C-level scan of the row; most rows miss
+            rows_of[k].append(i)
+    return rows_of
+
+
+def check_choice(problem: OfflineProblem, chosen: dict[int, int]) -> None:
+    """Raise :class:`AssertionError` unless ``chosen`` gives each job one of its own options and
+    takes at most one option from every conflict row.
+
+    Backends run it on every answer: a violation means a bug (in a model, its compilation or the
+    mapping back from solver columns), never a property of the instance.
+    """
+    for j, k in chosen.items():
+        if not 0 <= k < len(problem.options) or problem.options[k].job != j:
+            raise AssertionError(f"option {k} chosen for job {j} is not one of its options")
+    taken = set(chosen.values())
+    for i, row in enumerate(problem.rows):
+        clash = taken.intersection(row)
+        if len(clash) > 1:
+            raise AssertionError(f"conflict row {i} holds options {sorted(clash)} of jobs "
+                                 f"{sorted(problem.options[k].job for k in clash)}")

@@ -1,0 +1,179 @@
+"""The CP-SAT model of the offline problem: its optimum matches brute force on tiny instances,
+every answer is feasible, and hints, time limits, progress reports and Ctrl-C behave."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pacopt.cluster.instance import instance_from_dict
+from pacopt.formulations.cpsat import build_model, solve_cpsat
+from pacopt.formulations.offline import EPS_MS, build_problem, objective
+from pacopt.formulations.warm import greedy_choice
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+CNN = str(EXAMPLES / "graphs" / "cnn.json")
+TINY = {"ops": [{"id": "a", "forward_ms": 1.0, "backward_ms": 2.0, "activation_bytes": 1e6,
+                 "parameter_bytes": 1e5},
+                {"id": "b", "forward_ms": 0.5, "backward_ms": 1.0, "activation_bytes": 4e5,
+                 "parameter_bytes": 0}],
+        "deps": [["a", "b"]]}
+#: 8 servers (2 groups x 2 racks x 2 servers): few enough options per job for brute force.
+SMALL_CLUSTER = {"communication_groups": 2, "racks_per_group": 2, "servers_per_rack": 2}
+#: (graph, arrival_ms, beta): cnn runs 0.8-3.2 s, so these overlap and compete for 8 servers.
+HAND_JOBS = [("cnn", 0, 0.5), ("cnn", 100, 0.3), ("tiny", 150, 0.6), ("cnn", 300, 1.0),
+             ("tiny", 320, 0.2), ("cnn", 400, 0.4), ("cnn", 900, 0.7), ("tiny", 950, 0.3),
+             ("cnn", 1200, 0.35), ("tiny", 1250, 1.0)]
+
+
+def random_jobs(seed: int, count: int) -> list[tuple[str, float, float]]:
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.integers(0, 300, count))
+    return [(str(rng.choice(["cnn", "tiny"])), float(t), float(rng.choice([0.3, 0.5, 0.7, 1.0])))
+            for t in arrivals]
+
+
+def small_problem(jobs):
+    data = {"cluster": SMALL_CLUSTER, "model": {"preset": "ddls"},
+            "graphs": {"cnn": {"file": CNN}, "tiny": TINY},
+            "jobs": [{"id": f"j{i}", "graph": g, "arrival_ms": a, "max_jct_fraction": b}
+                     for i, (g, a, b) in enumerate(jobs)]}
+    return build_problem(instance_from_dict(data))
+
+
+SMALL = {"hand": HAND_JOBS, "random-1": random_jobs(1, 12), "random-2": random_jobs(2, 12)}
+
+
+@pytest.fixture(scope="module")
+def workload_200():
+    """200 jobs over the example graphs (about 68k options): too big to prove in seconds."""
+    data = json.loads((EXAMPLES / "bundled.json").read_text())
+    data["workload"]["num_jobs"] = 200
+    return build_problem(instance_from_dict(data, EXAMPLES))
+
+
+def conflict(a, b) -> bool:
+    """Two options clash when they share a server while both run (independent of the rows)."""
+    return bool(a.mask & b.mask) and min(a.end_ms, b.end_ms) > max(a.start_ms, b.start_ms) + EPS_MS
+
+
+def assert_feasible(problem, chosen: dict[int, int]) -> None:
+    options = problem.options
+    assert all(options[k].job == j for j, k in chosen.items())
+    picked = list(chosen.values())
+    for i, a in enumerate(picked):
+        assert not any(conflict(options[a], options[b]) for b in picked[i + 1:])
+
+
+def brute_force(problem) -> int:
+    """The best weighted objective, by depth-first search over jobs (options best first, then
+    rejection), pruned when even each remaining job's best option could not beat the best."""
+    coefficient = objective(problem).coefficient
+    options = problem.options
+    jobs = [sorted(group, key=lambda k: -coefficient[k]) for group in problem.by_job if group]
+    rest = [0] * (len(jobs) + 1)  # rest[i]: the most jobs i, i+1, ... could add
+    for i in reversed(range(len(jobs))):
+        rest[i] = rest[i + 1] + coefficient[jobs[i][0]]
+    best = 0
+
+    def search(i: int, taken: list[int], value: int) -> None:
+        nonlocal best
+        if value + rest[i] <= best:
+            return
+        if i == len(jobs):
+            best = value
+            return
+        for k in jobs[i]:
+            if not any(conflict(options[k], options[t]) for t in taken):
+                search(i + 1, taken + [k], value + coefficient[k])
+        search(i + 1, taken, value)
+
+    search(0, [], 0)
+    return best
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_optimum_matches_brute_force(name):
+    problem = small_problem(SMALL[name])
+    weights = objective(problem)
+    best = brute_force(problem)
+    result = solve_cpsat(problem, threads=1)
+    assert_feasible(problem, result.chosen)
+    assert sum(weights.coefficient[k] for k in result.chosen.values()) == best
+    assert len(result.chosen) == weights.accepted_bound(best)
+    assert result.status == "optimal" and result.bound_accepted == len(result.chosen)
+    # real contention: some job that has options is still rejected
+    assert 0 < len(result.chosen) < sum(1 for group in problem.by_job if group)
+
+
+def test_model_has_one_variable_per_option_and_every_constraint():
+    problem = small_problem(HAND_JOBS)
+    proto = build_model(problem, objective(problem)).proto
+    assert len(proto.variables) == len(problem.options)
+    groups = sum(1 for group in problem.by_job if len(group) > 1)
+    assert len(proto.constraints) == groups + len(problem.rows)
+
+
+def test_hint_is_used_and_checked():
+    problem = small_problem(HAND_JOBS)
+    optimum = solve_cpsat(problem, threads=1)
+    progress = []
+    hinted = solve_cpsat(problem, threads=1, warm_start=optimum.chosen,
+                         progress=lambda *entry: progress.append(entry))
+    assert hinted.status == "optimal" and len(hinted.chosen) == len(optimum.chosen)
+    # the hint is the first incumbent, so no worse solution is ever reported
+    assert [inc for _, inc, _ in progress if inc] == [len(optimum.chosen)]
+    j, k = next(iter(optimum.chosen.items()))
+    other = next(i for i, group in enumerate(problem.by_job) if group and i != j)
+    with pytest.raises(AssertionError):
+        solve_cpsat(problem, warm_start={other: k})
+
+
+def test_progress_reports_each_improvement():
+    problem = small_problem(SMALL["random-1"])
+    calls = []
+    result = solve_cpsat(problem, threads=2, progress=lambda *entry: calls.append(entry))
+    assert calls and calls == result.trace
+    seconds = [s for s, _, _ in calls]
+    assert seconds == sorted(seconds) and seconds[-1] <= result.seconds
+    for _, incumbent, bound in calls:
+        assert bound is not None and (incumbent is None or incumbent <= bound)
+    assert calls[-1][1:] == (len(result.chosen), result.bound_accepted)
+
+
+def test_time_limit_on_200_jobs(workload_200):
+    start = greedy_choice(workload_200, {j: group for j, group in enumerate(workload_200.by_job)})
+    started = time.perf_counter()
+    result = solve_cpsat(workload_200, time_limit=3, warm_start=start)
+    assert time.perf_counter() - started < 10
+    assert result.status in ("feasible", "optimal")
+    assert result.bound_accepted is not None and result.bound_accepted >= len(result.chosen)
+    assert_feasible(workload_200, result.chosen)
+
+
+def test_ctrl_c_returns_the_incumbent(workload_200):
+    previous = signal.getsignal(signal.SIGINT)
+    seen = threading.Event()  # the interrupt is sent once an incumbent exists
+    timer = threading.Timer(0, lambda: None)
+
+    def on_progress(seconds, incumbent, bound):
+        nonlocal timer
+        if incumbent and not seen.is_set():
+            seen.set()
+            timer = threading.Timer(0.5, signal.raise_signal, (signal.SIGINT,))
+            timer.start()
+
+    started = time.perf_counter()
+    result = solve_cpsat(workload_200, time_limit=60, progress=on_progress)
+    timer.join()
+    assert seen.is_set() and time.perf_counter() - started < 40
+    assert result.status in ("feasible", "optimal") and result.chosen
+    assert result.bound_accepted >= len(result.chosen)
+    assert_feasible(workload_200, result.chosen)
+    assert signal.getsignal(signal.SIGINT) is previous

@@ -1,0 +1,76 @@
+"""Warm starts from online solutions, and the choice check."""
+
+from pathlib import Path
+
+import pytest
+
+from pacopt.cluster.instance import instance_from_dict
+from pacopt.cluster.policies import make_policy
+from pacopt.cluster.simulator import simulate
+from pacopt.formulations.offline import build_problem
+from pacopt.formulations.warm import check_choice, greedy_choice, warm_start_from
+
+GRAPHS = Path(__file__).resolve().parents[1] / "examples" / "graphs"
+
+
+def workload(preset, num_jobs=40, interarrival_ms=300.0, names=("cnn", "resnet", "transformer")):
+    return build_problem(instance_from_dict({
+        "model": {"preset": preset},
+        "graphs": {g: {"file": str(GRAPHS / f"{g}.json")} for g in names},
+        "workload": {"graphs": list(names), "num_jobs": num_jobs, "interarrival_ms": interarrival_ms,
+                     "max_jct_fraction": {"paper": "A"}, "seed": 1}}))
+
+
+@pytest.fixture(scope="module")
+def ddls():
+    return workload("ddls")
+
+
+@pytest.mark.parametrize("policy", ["para-max", "para-min", "min-feasible"])
+def test_ddls_warm_start_keeps_every_accepted_job(ddls, policy):
+    online = simulate(ddls.instance, make_policy(policy))
+    start = warm_start_from(ddls, online)
+    check_choice(ddls, start)
+    accepted = {j for j, record in enumerate(online.jobs) if record.accepted}
+    assert set(start) == accepted and accepted
+    for j, k in start.items():
+        option, record = ddls.options[k], online.jobs[j]
+        assert option.degree == record.degree
+        footprint = {ddls.instance.cluster.server_index(name) for name in record.workers}
+        assert set(option.placement.workers()) <= footprint
+
+
+def test_physical_warm_start_is_feasible():
+    problem = workload("physical", num_jobs=25, names=("cnn",))  # physical timings are slow
+    online = simulate(problem.instance, make_policy("para-max"))
+    start = warm_start_from(problem, online)
+    check_choice(problem, start)
+    assert 0 < len(start) <= online.accepted
+
+
+def test_solution_of_another_instance_is_refused(ddls):
+    online = simulate(ddls.instance, make_policy("para-max"))
+    next(r for r in online.jobs if r.accepted).id = "stranger"
+    with pytest.raises(ValueError, match="stranger"):
+        warm_start_from(ddls, online)
+
+
+def test_check_choice_catches_conflicts_and_foreign_options(ddls):
+    k, m = next((a, b) for row in ddls.rows for a in row for b in row
+                if ddls.options[a].job != ddls.options[b].job)
+    with pytest.raises(AssertionError, match="conflict row"):
+        check_choice(ddls, {ddls.options[k].job: k, ddls.options[m].job: m})
+    with pytest.raises(AssertionError, match="not one of its options"):
+        check_choice(ddls, {ddls.options[k].job + 1: k})
+    check_choice(ddls, {ddls.options[k].job: k})
+
+
+def test_greedy_choice_takes_the_first_compatible_candidate(ddls):
+    k, m = next((a, b) for row in ddls.rows for a in row for b in row
+                if ddls.options[a].job < ddls.options[b].job)
+    first, second = ddls.options[k].job, ddls.options[m].job
+    free = next(c for c in ddls.by_job[second]
+                if all(not (c in row and k in row) for row in ddls.rows))
+    # the earlier job wins the conflict; the later one falls back to its next candidate
+    assert greedy_choice(ddls, {second: [m, free], first: [k]}) == {first: k, second: free}
+    assert greedy_choice(ddls, {second: [m], first: [k]}) == {first: k}
