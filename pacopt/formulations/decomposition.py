@@ -3,10 +3,10 @@
 1. **Relax.** The worker-count relaxation (:mod:`pacopt.formulations.bound`) is small. Its dual
    bound bounds the offline optimum, and its best solution names a set S of jobs that fit by
    worker count at every instant.
-2. **Realise.** The full placement model, restricted to the jobs of S, first must place all of
-   them (exactly one option per job, which propagates far better than an objective), then, if
-   that fails in its time, places as many as it can, hinted greedily with the relaxation's
-   degrees. If all of S is placed and |S| equals the bound, the optimum is proven
+2. **Realise.** The full placement model places the jobs of S window by window in arrival
+   order, each window required in full (exactly one option per job, which propagates far better
+   than an objective) around the choices already fixed; a realisation that stops early is
+   completed greedily, preferring the relaxation's degrees. If all of S is placed and |S| equals the bound, the optimum is proven
    without ever searching the full model. On the paper's workloads this is the usual case: where jobs go rarely binds once
    the worker counts fit, because RAMP's blocks nest.
 3. **Search.** Otherwise the backend searches the full model for the remaining time, warm-started
@@ -22,24 +22,27 @@ import time
 from collections.abc import Callable
 
 from pacopt.formulations.bound import solve_relaxation
-from pacopt.formulations.offline import ExactResult, OfflineProblem
+from pacopt.formulations.offline import EPS_MS, ExactResult, OfflineProblem
 from pacopt.formulations.warm import greedy_choice
 
 Backend = Callable[..., ExactResult]
 Progress = Callable[[float, int | None, int | None], None]
 # shares of the time limit; the full search gets whatever is left
-RELAX_SHARE, REQUIRE_SHARE, PARTIAL_SHARE = 0.2, 0.4, 0.1
+RELAX_SHARE, REALISE_SHARE = 0.2, 0.5
+WINDOW, LOOKAHEAD = 40, 20  # jobs placed per realisation step, and jobs it must leave room for
 MIN_STEP = 1.0  # seconds: a step with less time left than this cannot build its model
 
 
-def restrict(problem: OfflineProblem, jobs: set[int],
-             required: bool = False) -> tuple[OfflineProblem, list[int]]:
+def restrict(problem: OfflineProblem, jobs: set[int], required: bool = False,
+             fixed: dict[int, int] | None = None) -> tuple[OfflineProblem, list[int]]:
     """The problem with only the options of ``jobs`` (job indices unchanged; all of them must be
     accepted if ``required``), and for each of its options the index of the same option in
-    ``problem``."""
-    original = [k for k, option in enumerate(problem.options) if option.job in jobs]
+    ``problem``. Jobs in ``fixed`` (job -> option, included in ``jobs``) keep only that option."""
+    fixed = fixed or {}
+    original = [k for k, option in enumerate(problem.options)
+                if option.job in jobs and fixed.get(option.job, k) == k]
     new_index = {k: i for i, k in enumerate(original)}
-    by_job = [[new_index[k] for k in ks] if j in jobs else [] for j, ks in enumerate(problem.by_job)]
+    by_job = [[new_index[k] for k in ks if k in new_index] for ks in problem.by_job]
     rows = []
     for row in problem.rows:
         kept = [new_index[k] for k in row if k in new_index]
@@ -72,23 +75,15 @@ def solve_decomposed(problem: OfflineProblem, backend: Backend, *, time_limit: f
     bound = relaxation.bound
     note(bound)
     if len(incumbent) < bound and len(relaxation.selection) > len(incumbent) and left() > MIN_STEP:
-        selected = relaxation.selection
-        # First ask for all of S: exactly one option each propagates strongly, and an unhinted
-        # search finds it fastest (a greedy hint that cannot be completed misleads it).
-        sub, original = restrict(problem, set(selected), required=True)
-        realised = backend(sub, time_limit=min(REQUIRE_SHARE * time_limit, left()),
-                           threads=threads)
-        if len(realised.chosen) < len(selected) and left() > MIN_STEP:
-            # Not found in time: keep as many of S as the maximising model places, hinted with
-            # each job's relaxation degree first, then its other options, least worker-time.
-            sub, original = restrict(problem, set(selected))
-            hint = greedy_choice(sub, {j: sorted(ks, key=lambda k: (
-                sub.options[k].degree != selected[j], sub.options[k].worker_ms))
-                for j, ks in enumerate(sub.by_job) if ks})
-            realised = backend(sub, time_limit=min(PARTIAL_SHARE * time_limit, left()),
-                               threads=threads, warm_start=hint)
-        if len(realised.chosen) > len(incumbent):
-            incumbent = {j: original[k] for j, k in realised.chosen.items()}
+        selection = relaxation.selection
+        realised = _realise(problem, backend, selection, threads,
+                            stop_at=started + (RELAX_SHARE + REALISE_SHARE) * time_limit)
+        if len(realised) < len(selection):  # complete a partial realisation greedily
+            realised = greedy_choice(problem, {j: sorted(ks, key=lambda k: (
+                problem.options[k].degree != selection.get(j), problem.options[k].worker_ms))
+                for j, ks in enumerate(problem.by_job) if ks}, start=realised)
+        if len(realised) > len(incumbent):
+            incumbent = realised
             note(bound)
     status = "optimal"
     if len(incumbent) < bound and left() > MIN_STEP:
@@ -110,3 +105,34 @@ def solve_decomposed(problem: OfflineProblem, backend: Backend, *, time_limit: f
         status = "optimal" if len(incumbent) >= bound else "feasible"
     return ExactResult(chosen=incumbent, status=status, bound_accepted=bound,
                        seconds=time.perf_counter() - started, trace=trace)
+
+
+def _realise(problem: OfflineProblem, backend: Backend, selection: dict[int, int],
+             threads: int | None, stop_at: float) -> dict[int, int]:
+    """Place the selected jobs window by window, in arrival order, and return what was placed.
+
+    Conflicts only reach as far as a job runs, so each step asks the backend to place the next
+    :data:`WINDOW` selected jobs together with the :data:`LOOKAHEAD` after them (all required:
+    exactly-one constraints propagate far better than an objective) around the choices already
+    fixed that still run then, and fixes the window. A step that fails with its lookahead is
+    retried without it; a step that still fails ends the realisation (the caller then searches).
+    """
+    jobs = sorted(selection)
+    fixed: dict[int, int] = {}
+    for first in range(0, len(jobs), WINDOW):
+        window = jobs[first:first + WINDOW]
+        begins = problem.instance.jobs[window[0]].arrival_ms
+        running = {j: k for j, k in fixed.items() if problem.options[k].end_ms > begins + EPS_MS}
+        for ahead in (jobs[first + WINDOW:first + WINDOW + LOOKAHEAD], []):
+            remaining = stop_at - time.perf_counter()
+            if remaining < MIN_STEP:
+                return fixed
+            group = set(window) | set(ahead) | set(running)
+            sub, original = restrict(problem, group, required=True, fixed=running)
+            placed = backend(sub, time_limit=remaining, threads=threads).chosen
+            if len(placed) == len(group):
+                fixed.update({j: original[placed[j]] for j in window})
+                break
+        else:
+            return fixed
+    return fixed
