@@ -304,3 +304,13 @@ def test_solve_console_script(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "nothere.json" in one_error_line(bad.stderr)
     assert not out.with_name("x").exists()
+
+
+def test_job_level_plan_beats_or_ties_the_single_degree_rule(capsys):
+    assert pacopt_main(["job", "cnn", "--budget", "8", "--preset", "physical", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["status"] == "optimal" and plan["workers"] <= 8
+    assert sum(plan["counts"].values()) == 23                    # one count per op of cnn
+    assert plan["simulated_jct_ms"] <= plan["single_degree"]["jct_ms"] * 1.001
+    assert pacopt_main(["job", "cnn", "--budget", "0"]) == 2      # bad input: one line, exit 2
+    assert capsys.readouterr().err.startswith("error: budget")

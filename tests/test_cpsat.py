@@ -128,7 +128,7 @@ def test_hint_is_used_and_checked():
                          progress=lambda *entry: progress.append(entry))
     assert hinted.status == "optimal" and len(hinted.chosen) == len(optimum.chosen)
     # the hint is the first incumbent, so no worse solution is ever reported
-    assert [inc for _, inc, _ in progress if inc] == [len(optimum.chosen)]
+    assert {inc for _, inc, _ in progress if inc} == {len(optimum.chosen)}
     j, k = next(iter(optimum.chosen.items()))
     other = next(i for i, group in enumerate(problem.by_job) if group and i != j)
     with pytest.raises(AssertionError):

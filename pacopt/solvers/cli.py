@@ -113,6 +113,15 @@ def _pacopt(argv) -> int:
                                  "name (cnn, resnet, transformer) or a downloaded PipeDream model")
     p.add_argument("--preset", choices=["ddls", "physical"], default="ddls")
     p.add_argument("--json", action="store_true", help="print a JSON list of rows")
+    j = sub.add_parser("job", help="job-level optimum: per-op split counts for one graph")
+    j.add_argument("graph", help="as for `pacopt profile`")
+    goal = j.add_mutually_exclusive_group(required=True)
+    goal.add_argument("--budget", type=int, help="minimise the JCT using at most this many workers")
+    goal.add_argument("--deadline-ms", type=float, help="minimise the workers meeting this JCT")
+    j.add_argument("--preset", choices=["ddls", "physical"], default="ddls")
+    j.add_argument("--backend", choices=["milp", "cpsat"], default="milp")
+    j.add_argument("--time-limit", type=float, default=60.0, metavar="S")
+    j.add_argument("--json", action="store_true", help="print the plan as JSON")
     v = sub.add_parser("validate", help="re-check a result file against its instance")
     v.add_argument("instance")
     v.add_argument("result")
@@ -121,8 +130,8 @@ def _pacopt(argv) -> int:
     d.add_argument("--dest", help="folder (default: ~/.cache/pacopt/pipedream)")
     sub.add_parser("schema", help="print the instance JSON Schema")
     args = parser.parse_args(argv)
-    return {"profile": _profile, "validate": _validate, "download-pipedream": _download,
-            "schema": _schema}[args.command](args)
+    return {"profile": _profile, "job": _job, "validate": _validate,
+            "download-pipedream": _download, "schema": _schema}[args.command](args)
 
 
 def _profile(args) -> int:
@@ -147,6 +156,51 @@ def _profile(args) -> int:
                   f"{table.seq_jct_ms / row['jct_ms']:>8.2f} {row['comm_overhead_ms']:>10.2f}")
         else:
             print(f"{row['degree']:>6} {'no':>6} {'-':>7} {'-':>12} {'-':>8} {'-':>10}")
+    return 0
+
+
+def _job(args) -> int:
+    from collections import Counter
+
+    from pacopt.cluster.graph_sources import resolve_graph
+    from pacopt.cluster.jct import JctModel
+    from pacopt.cluster.settings import ModelSettings
+    from pacopt.cluster.topology import RampCluster
+    from pacopt.formulations.joblevel import optimise_job
+
+    graph = resolve_graph(args.graph)
+    cluster, settings = RampCluster(), ModelSettings(preset=args.preset)
+    try:
+        plan = optimise_job(graph, cluster, settings, budget=args.budget,
+                            deadline_ms=args.deadline_ms, backend=args.backend,
+                            time_limit=args.time_limit)
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    table = JctModel(cluster, settings).table(graph)
+    # PAC-ML's single-degree rule with the same resources, for comparison
+    fits = [d for d in range(1, table.max_degree + 1) if table.placed[d] and (
+        table.workers[d] <= args.budget if args.budget else table.jct_ms[d] <= args.deadline_ms)]
+    rule = min(fits, key=lambda d: table.jct_ms[d] if args.budget else table.workers[d],
+               default=None)
+    result = {"graph": graph.name, "preset": args.preset, "backend": plan.backend,
+              "status": plan.status, "workers": plan.workers,
+              "counts": dict(sorted(Counter(plan.counts).items())),
+              "model_jct_ms": plan.model_jct_ms, "simulated_jct_ms": plan.simulated_jct_ms,
+              "seq_jct_ms": table.seq_jct_ms, "seconds": plan.seconds,
+              "single_degree": None if rule is None else {
+                  "degree": rule, "workers": int(table.workers[rule]),
+                  "jct_ms": float(table.jct_ms[rule])}}
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    print(f"{graph.name} ({args.preset}, {plan.backend}): {plan.status} in {plan.seconds:.1f} s")
+    if plan.counts:
+        print(f"  split counts (count: ops)  {result['counts']}")
+        print(f"  workers {plan.workers}, JCT model {plan.model_jct_ms:.2f} ms, simulated "
+              f"{plan.simulated_jct_ms:.2f} ms (sequential {table.seq_jct_ms:.2f} ms)")
+    if rule is not None:
+        print(f"  PAC-ML single degree {rule}: {int(table.workers[rule])} workers, "
+              f"JCT {table.jct_ms[rule]:.2f} ms")
     return 0
 
 
