@@ -108,8 +108,14 @@ def test_each_online_method(method, tmp_path, capsys):
 
 @pytest.mark.parametrize("method", ["bound", "cpsat", "milp"])
 def test_exact_methods_report_a_bound_and_print_progress(method, tmp_path, capsys):
+    data = json.loads(Path(BUNDLED).read_text())
+    data["graphs"] = {name: {"file": str(Path(BUNDLED).parent / entry["file"])}
+                      for name, entry in data["graphs"].items()}
+    data["workload"]["num_jobs"] = 40
+    instance = tmp_path / "small.json"
+    instance.write_text(json.dumps(data))
     out = tmp_path / "r.json"
-    assert solve_main([BUNDLED, "--method", method, "--time-limit", "20", "--threads", "2",
+    assert solve_main([str(instance), "--method", method, "--time-limit", "10", "--threads", "2",
                        "--out", str(out)]) == 0
     captured = capsys.readouterr()
     assert "incumbent" in captured.err and "bound on accepted" in captured.out

@@ -33,10 +33,10 @@ WINDOW, LOOKAHEAD = 40, 20  # jobs placed per realisation step, and jobs it must
 MIN_STEP = 1.0  # seconds: a step with less time left than this cannot build its model
 
 
-def restrict(problem: OfflineProblem, jobs: set[int], required: bool = False,
+def restrict(problem: OfflineProblem, jobs: set[int], required: set[int] = frozenset(),
              fixed: dict[int, int] | None = None) -> tuple[OfflineProblem, list[int]]:
-    """The problem with only the options of ``jobs`` (job indices unchanged; all of them must be
-    accepted if ``required``), and for each of its options the index of the same option in
+    """The problem with only the options of ``jobs`` (job indices unchanged; those in
+    ``required`` must be accepted), and for each of its options the index of the same option in
     ``problem``. Jobs in ``fixed`` (job -> option, included in ``jobs``) keep only that option."""
     fixed = fixed or {}
     original = [k for k, option in enumerate(problem.options)
@@ -50,7 +50,7 @@ def restrict(problem: OfflineProblem, jobs: set[int], required: bool = False,
             rows.append(kept)
     sub = OfflineProblem(instance=problem.instance, model=problem.model,
                          options=[problem.options[k] for k in original], by_job=by_job, rows=rows,
-                         late=problem.late, required=frozenset(jobs) if required else frozenset())
+                         late=problem.late, required=frozenset(required))
     return sub, original
 
 
@@ -115,7 +115,8 @@ def _realise(problem: OfflineProblem, backend: Backend, selection: dict[int, int
     :data:`WINDOW` selected jobs together with the :data:`LOOKAHEAD` after them (all required:
     exactly-one constraints propagate far better than an objective) around the choices already
     fixed that still run then, and fixes the window. A step that fails with its lookahead is
-    retried without it; a step that still fails ends the realisation (the caller then searches).
+    retried without it; one that still fails places as many of its window as it can (the fixed
+    choices required, the window's jobs optional) and moves on.
     """
     jobs = sorted(selection)
     fixed: dict[int, int] = {}
@@ -123,16 +124,16 @@ def _realise(problem: OfflineProblem, backend: Backend, selection: dict[int, int
         window = jobs[first:first + WINDOW]
         begins = problem.instance.jobs[window[0]].arrival_ms
         running = {j: k for j, k in fixed.items() if problem.options[k].end_ms > begins + EPS_MS}
-        for ahead in (jobs[first + WINDOW:first + WINDOW + LOOKAHEAD], []):
+        attempts = [(jobs[first + WINDOW:first + WINDOW + LOOKAHEAD], True), ([], True), ([], False)]
+        for ahead, whole in attempts:
             remaining = stop_at - time.perf_counter()
             if remaining < MIN_STEP:
                 return fixed
             group = set(window) | set(ahead) | set(running)
-            sub, original = restrict(problem, group, required=True, fixed=running)
+            sub, original = restrict(problem, group, required=group if whole else set(running),
+                                     fixed=running)
             placed = backend(sub, time_limit=remaining, threads=threads).chosen
-            if len(placed) == len(group):
-                fixed.update({j: original[placed[j]] for j in window})
+            if len(placed) == len(group) or (not whole and running.keys() <= placed.keys()):
+                fixed.update({j: original[placed[j]] for j in window if j in placed})
                 break
-        else:
-            return fixed
     return fixed
