@@ -7,6 +7,7 @@ import json
 import signal
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 
 from pacopt.cluster.instance import instance_from_dict
 from pacopt.formulations.cpsat import build_model, solve_cpsat
+from pacopt.formulations.decomposition import restrict
 from pacopt.formulations.offline import EPS_MS, build_problem, objective
 from pacopt.formulations.warm import greedy_choice
 
@@ -47,7 +49,10 @@ def small_problem(jobs):
     return build_problem(instance_from_dict(data))
 
 
-SMALL = {"hand": HAND_JOBS, "random-1": random_jobs(1, 12), "random-2": random_jobs(2, 12)}
+#: Instances the brute force settles in well under a second (it is exponential, and some
+#: instances of this size take it minutes).
+SMALL = {"hand": HAND_JOBS, "random-3": random_jobs(3, 12), "random-4": random_jobs(4, 11),
+         "random-2": random_jobs(2, 12)}
 
 
 def example_workload(num_jobs: int):
@@ -117,6 +122,36 @@ def test_optimum_matches_brute_force(name):
     assert 0 < len(result.chosen) < sum(1 for group in problem.by_job if group)
 
 
+def test_no_options_means_nothing_to_decide():
+    problem = small_problem([("cnn", 0, 0.1), ("cnn", 10, 0.12)])  # deadlines nothing meets
+    assert problem.options == []
+    result = solve_cpsat(problem)
+    assert (result.chosen, result.status, result.bound_accepted) == ({}, "optimal", 0)
+
+
+def test_required_jobs_must_be_accepted():
+    problem = small_problem(HAND_JOBS)
+    optimum = solve_cpsat(problem, threads=1).chosen
+    rejected = next(j for j, group in enumerate(problem.by_job) if group and j not in optimum)
+    # only the optimum's jobs, all required: a pure feasibility search
+    sub, _ = restrict(problem, set(optimum), required=set(optimum))
+    placed = solve_cpsat(sub, threads=1)
+    assert placed.status == "optimal" and placed.chosen.keys() == optimum.keys()
+    assert_feasible(sub, placed.chosen)
+    # a rejected job required among all the others: still an optimisation, one job worse at most
+    forced = solve_cpsat(replace(problem, required=frozenset({rejected})), threads=1)
+    assert forced.status == "optimal" and rejected in forced.chosen
+    assert len(optimum) - 1 <= len(forced.chosen) <= len(optimum)
+    # every job required: more than fit
+    everyone = frozenset(j for j, group in enumerate(problem.by_job) if group)
+    assert solve_cpsat(replace(problem, required=everyone), threads=1).status == "infeasible"
+    # a required job without options
+    impossible = replace(problem, by_job=[[] if j == rejected else group
+                                          for j, group in enumerate(problem.by_job)],
+                         required=frozenset({rejected}))
+    assert solve_cpsat(impossible).status == "infeasible"
+
+
 def test_model_has_one_variable_per_option_and_every_constraint():
     problem = small_problem(HAND_JOBS)
     proto = build_model(problem, objective(problem)).proto
@@ -141,7 +176,7 @@ def test_hint_is_used_and_checked():
 
 
 def test_progress_reports_each_improvement():
-    problem = small_problem(SMALL["random-1"])
+    problem = small_problem(SMALL["random-3"])
     calls = []
     result = solve_cpsat(problem, threads=2, progress=lambda *entry: calls.append(entry))
     assert calls and calls == result.trace

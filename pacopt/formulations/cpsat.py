@@ -1,9 +1,11 @@
 """The offline problem (:mod:`pacopt.formulations.offline`) as an OR-Tools CP-SAT model.
 
 An independent second model of the problem the MILP solves, so that each checks the other: one
-Boolean ``x[k]`` per option, at most one option per job and per conflict row (one server at one
-maximal instant), maximise the shared weighted objective ``sum(coefficient[k] * x[k])``
+Boolean ``x[k]`` per option, at most one option per job (exactly one for the jobs of
+``problem.required``) and per conflict row (one server at one maximal instant), maximise the
+shared weighted objective ``sum(coefficient[k] * x[k])``
 (:func:`~pacopt.formulations.offline.objective`: accepted jobs first, worker-time as tie-break).
+When every job is required the count is fixed and the model is a pure feasibility problem.
 
 The model is written straight into CP-SAT's model proto, one bulk ``extend`` per constraint,
 rather than through ``CpModel``'s expression API: a 200-job paper episode (42k options, 1M
@@ -11,7 +13,10 @@ literals) then builds in about 0.1 s instead of 0.5 s.
 
 The search stops as soon as the bound on accepted jobs meets the incumbent (the headline number
 is proven even if the tie-break is not), at the time limit, or on Ctrl-C, which stops it
-gracefully and returns the best solution found so far.
+gracefully and returns the best solution found so far. No aggregated worker-capacity rows or
+symmetry breaking: the former (sum of workers <= servers at each instant) is implied by the
+rows and made the search worse (149 instead of 162 of 200 jobs in 60 s), and the latter is not
+valid (blocks of one size are not all equivalent once other jobs hold some).
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ __all__ = ["build_model", "solve_cpsat"]
 #: (10k to 42k options) instead of 46 / 79 / 160.
 LP_MAX_OPTIONS = 2000
 
-Progress = Callable[[float, "int | None", "int | None"], None]
+Progress = Callable[[float, int | None, int | None], None]
 
 
 def build_model(problem: OfflineProblem, weights: Objective,
@@ -103,8 +108,8 @@ class _Monitor(cp_model.CpSolverSolutionCallback):
         self._lock = threading.Lock()
 
     def on_solution_callback(self) -> None:
-        # Exact, not just a bound: the objective is scale * accepted - tiebreak, 0 <= tiebreak <
-        # scale, so the accepted count is the objective value rounded up to a multiple of scale.
+        # Exact, not just a bound: the objective is scale * accepted - tiebreak with
+        # 0 <= tiebreak < scale, so accepted is the objective divided by scale, rounded up.
         self.update(self.weights.accepted_bound(self.ObjectiveValue()),
                     self.BestObjectiveBound())
 
@@ -113,6 +118,8 @@ class _Monitor(cp_model.CpSolverSolutionCallback):
         self.update(None, objective_bound)
 
     def update(self, accepted: int | None, objective_bound: float) -> None:
+        """Take a solution accepting ``accepted`` jobs (None: no solution) and a bound on the
+        weighted objective; record, report and maybe stop if either improved."""
         with self._lock:
             bound = self.bound
             if math.isfinite(objective_bound):
@@ -144,7 +151,10 @@ def _run(solver: cp_model.CpSolver, model: cp_model.CpModel,
 
     A Python signal handler only runs when the main thread executes Python code, which it does
     not while inside ``solve``; so the solve runs on a helper thread and the main thread waits
-    in short slices, running the handler (which stops the search) if SIGINT arrives.
+    in short slices, free to take signals. The first SIGINT stops the search (CP-SAT then
+    returns its best solution); a second one raises KeyboardInterrupt, in case CP-SAT is slow to
+    stop. The previous handler is restored afterwards. Outside the main thread Python cannot
+    install handlers, and Ctrl-C keeps its usual meaning.
     """
     if threading.current_thread() is not threading.main_thread():
         return solver.solve(model, monitor)
@@ -153,17 +163,26 @@ def _run(solver: cp_model.CpSolver, model: cp_model.CpModel,
     def work() -> None:
         try:
             outcome["status"] = solver.solve(model, monitor)
-        except BaseException as err:  # re-raised on the caller's thread
+        except BaseException as err:  # noqa: BLE001 -- handed to the main thread
             outcome["error"] = err
 
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: solver.stop_search())
+    stopping = threading.Event()
+
+    def handler(signum, frame) -> None:
+        if stopping.is_set():
+            raise KeyboardInterrupt
+        stopping.set()
+        solver.stop_search()
+
+    previous = signal.signal(signal.SIGINT, handler)
     try:
-        helper = threading.Thread(target=work, name="cpsat-solve", daemon=True)
+        helper = threading.Thread(target=work, name="cpsat", daemon=True)
         helper.start()
         while helper.is_alive():
-            helper.join(0.1)
+            helper.join(0.1)  # wakes for signals
     finally:
-        signal.signal(signal.SIGINT, previous)
+        # None: the previous handler was not installed from Python; default is the best guess
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
     if "error" in outcome:
         raise outcome["error"]
     return outcome["status"]

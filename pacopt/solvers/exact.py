@@ -30,7 +30,7 @@ EXACT_METHODS = {
 #: Heuristics whose best solution warm-starts the search (all deterministic and cheap).
 WARM_HEURISTICS = ("min-feasible", "para-min", "para-max")
 DEFAULT_TIME_LIMIT = 120.0
-BOUND_TIME_LIMIT = 10.0  # the worker-count relaxation's share of the time
+BOUND_TIME_LIMIT = 10.0  # seconds the bound method gives the relaxation's integer search
 
 
 def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: float | None,
@@ -51,8 +51,14 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
             report(result.seconds, len(start), bound)
     else:
         remaining = max(1.0, limit - (time.perf_counter() - started))
-        result = solve_decomposed(problem, _backend(method), time_limit=remaining,
-                                  threads=threads, warm_start=start, progress=report)
+        try:
+            result = solve_decomposed(problem, _backend(method), time_limit=remaining,
+                                      threads=threads, warm_start=start, progress=report)
+        except KeyboardInterrupt:  # outside a backend's own handler: keep the warm start
+            print("interrupted: returning the best known solution", file=sys.stderr)
+            result = ExactResult(chosen=start, status="feasible",
+                                 bound_accepted=sum(1 for ks in problem.by_job if ks),
+                                 seconds=time.perf_counter() - started)
     bound = result.bound_accepted
     chosen = result.chosen if len(result.chosen) >= len(start) else start
     status = "error" if result.status == "error" else (
