@@ -15,7 +15,7 @@ The search stops as soon as the bound on accepted jobs meets the incumbent (the 
 is proven even if the tie-break is not), at the time limit, or on Ctrl-C, which stops it
 gracefully and returns the best solution found so far. No aggregated worker-capacity rows or
 symmetry breaking: the former (sum of workers <= servers at each instant) is implied by the
-rows and made the search worse (149 instead of 162 of 200 jobs in 60 s), and the latter is not
+rows and made the search worse (168 instead of 175 of 200 jobs in 60 s), and the latter is not
 valid (blocks of one size are not all equivalent once other jobs hold some).
 """
 
@@ -40,14 +40,16 @@ from pacopt.formulations.warm import check_choice
 
 __all__ = ["build_model", "solve_cpsat"]
 
-#: Larger models are searched without CP-SAT's LP relaxation. On small ones the LP and its cuts
-#: prove the optimum fast (53 small contended test instances: 0.3 s in all with it, 11 s without).
-#: On large ones it accepts (almost) every job fractionally, so its bound never got below the
-#: trivial one in our measurements, and the time CP-SAT spends on it (also inside its
-#: neighbourhood searches) is better spent searching: on the paper workload (beta A, 2 workers,
-#: 60 s, warm-started from the best heuristic) 47 / 88 / 173 jobs accepted of 50 / 100 / 200
-#: (10k to 42k options) instead of 46 / 79 / 160.
-LP_MAX_OPTIONS = 2000
+#: Models with more options than this are searched without CP-SAT's LP relaxation and with a
+#: lighter presolve. On small models the LP and its cuts prove the optimum fast (53 small
+#: contended test instances: 0.3 s in all with it, 11 s without). On large ones it accepts
+#: (almost) every job fractionally, so its bound never got below the trivial one in our
+#: measurements, and the time CP-SAT spends on it (also inside its neighbourhood searches) is
+#: better spent searching: on the paper workload (beta A, 2 workers, 60 s, warm-started from the
+#: best heuristic) 47 / 88 / 173 jobs accepted of 50 / 100 / 200 (10k to 42k options) instead of
+#: 46 / 79 / 160. Presolve's probing takes about a third of the presolve time there for no gain
+#: in the final incumbent (the 1001-job episode's first incumbent comes after 11 s, not 18 s).
+LARGE_MODEL_OPTIONS = 2000
 
 Progress = Callable[[float, int | None, int | None], None]
 
@@ -214,8 +216,9 @@ def solve_cpsat(problem: OfflineProblem, *, time_limit: float | None = None,
     params.num_workers = threads or _default_threads()
     params.log_search_progress = False
     params.catch_sigint_signal = False  # our handler stops the search (see _run)
-    if len(problem.options) > LP_MAX_OPTIONS:
+    if len(problem.options) > LARGE_MODEL_OPTIONS:
         params.linearization_level = 0
+        params.cp_model_probing_level = 0
     if time_limit is not None:
         params.max_time_in_seconds = max(0.0, time_limit - (time.perf_counter() - started))
     # Rejecting everything is feasible (unless jobs are required) and no job has two options, so
