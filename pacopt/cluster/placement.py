@@ -48,6 +48,16 @@ class Placement:
             mask ^= low
         return tuple(out)
 
+    def memory_use(self, graph: JobGraph) -> dict[int, float]:
+        """Bytes each server holds: every forward op's memory split over its block (the backward
+        op shares it, as in the reference placer)."""
+        used: dict[int, float] = {}
+        for op, block in zip(graph.ops, self.blocks):
+            share = op.memory_bytes / len(block.servers)
+            for server in block.servers:
+                used[server] = used.get(server, 0.0) + share
+        return used
+
     def canonical_key(self, cluster: RampCluster) -> str:
         """A key shared by every placement that a relabelling of communication groups, of racks and
         of server slots maps onto this one (a digest of the block sizes and of the coordinates

@@ -29,6 +29,7 @@ from pacopt.cluster.state import ClusterState
 if TYPE_CHECKING:
     from pacopt.cluster.instance import Instance
 
+#: Event tolerance (ms): a job ending within it of an arrival has freed its workers (reference).
 EPS_MS = 1e-7
 
 

@@ -21,7 +21,7 @@ import highspy
 import numpy as np
 from scipy.sparse import csc_array
 
-from pacopt.formulations.offline import EPS_MS, OfflineProblem
+from pacopt.formulations.offline import OfflineProblem, maximal_cliques
 from pacopt.formulations.quiet import c_stdout_silenced
 
 
@@ -67,16 +67,12 @@ def solve_relaxation(problem: OfflineProblem, time_limit: float | None = 10.0,
         cols.append(col)
         vals.append(1.0)
     upper = [1.0] * len(job_of)
-    instants = np.unique(starts)
-    for i, t in enumerate(instants):
-        active = np.flatnonzero((starts <= t) & (ends > t + EPS_MS))
-        if i + 1 < len(instants) and np.all(ends[active] > instants[i + 1] + EPS_MS):
-            continue  # implied by the next instant
+    for active in maximal_cliques(list(zip(starts, ends))):
         if widths[active].sum() <= problem.instance.cluster.num_servers:
             continue  # cannot bind
         row = len(upper)
         rows += [row] * len(active)
-        cols += active.tolist()
+        cols += active
         vals += widths[active].tolist()
         upper.append(float(problem.instance.cluster.num_servers))
     matrix = csc_array((vals, (rows, cols)), shape=(len(upper), len(keys)))

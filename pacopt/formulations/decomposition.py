@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable
 
 from pacopt.formulations.bound import solve_relaxation
-from pacopt.formulations.offline import EPS_MS, ExactResult, OfflineProblem
+from pacopt.cluster.simulator import EPS_MS
+from pacopt.formulations.offline import ExactResult, OfflineProblem
 from pacopt.formulations.warm import greedy_choice
 
 Backend = Callable[..., ExactResult]

@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.jct import JctModel
 from pacopt.cluster.placement import Placement
+from pacopt.cluster.simulator import EPS_MS
 from pacopt.cluster.solution import JobRecord, Solution
 from pacopt.cluster.topology import Block, RampCluster
 
-EPS_MS = 1e-7  # the simulator's event tolerance: a job ending by then has freed its workers
 
 
 @dataclass(frozen=True)
@@ -121,15 +121,6 @@ def _minimal(items: list[tuple[dict, int]]) -> list[tuple[dict, int]]:
     return kept
 
 
-def _fits_memory(graph, placement: Placement, capacity: float) -> bool:
-    used: dict[int, float] = {}
-    for op, block in zip(graph.ops, placement.blocks):
-        share = op.memory_bytes / len(block.servers)
-        for s in block.servers:
-            used[s] = used.get(s, 0.0) + share
-    return all(v <= capacity for v in used.values())
-
-
 def build_problem(instance: Instance, model: JctModel | None = None) -> OfflineProblem:
     """Enumerate every job's options (deadline and horizon met) and the conflict rows."""
     model = model or JctModel(instance.cluster, instance.model)
@@ -165,27 +156,38 @@ def _pattern_options(graph, counts, model: JctModel, cluster: RampCluster):
     out = []
     for chosen in footprints(counts, cluster):
         placement = Placement(tuple(chosen[m] for m in counts))
-        if _fits_memory(graph, placement, cluster.worker_memory):
+        if all(used <= cluster.worker_memory for used in placement.memory_use(graph).values()):
             timing = model.timing(graph, counts, placement)
             out.append((placement, timing.jct_ms, timing.comm_overhead_ms))
     return out
 
 
-def _conflict_rows(options: list[Option], num_servers: int) -> list[list[int]]:
-    """One row per (maximal instant, server) holding options of at least two jobs."""
-    starts = sorted({o.start_ms for o in options})
-    order = sorted(range(len(options)), key=lambda k: options[k].start_ms)
-    rows: list[list[int]] = []
+def maximal_cliques(intervals: list[tuple[float, float]]) -> list[list[int]]:
+    """Indices of the intervals ``[start, end)`` running at each maximal arrival instant.
+
+    An instant where everything running is still running at the next start is implied by that
+    next instant and left out (an end within :data:`EPS_MS` of an instant counts as over).
+    """
+    starts = sorted({start for start, _ in intervals})
+    order = sorted(range(len(intervals)), key=lambda k: intervals[k][0])
+    cliques: list[list[int]] = []
     active: list[int] = []
     head = 0
     for i, t in enumerate(starts):
-        while head < len(order) and options[order[head]].start_ms <= t:
+        while head < len(order) and intervals[order[head]][0] <= t:
             active.append(order[head])
             head += 1
-        active = [k for k in active if options[k].end_ms > t + EPS_MS]
+        active = [k for k in active if intervals[k][1] > t + EPS_MS]
         following = starts[i + 1] if i + 1 < len(starts) else None
-        if following is not None and all(options[k].end_ms > following + EPS_MS for k in active):
-            continue  # everything active now is still active at the next arrival: implied there
+        if following is None or any(intervals[k][1] <= following + EPS_MS for k in active):
+            cliques.append(list(active))
+    return cliques
+
+
+def _conflict_rows(options: list[Option], num_servers: int) -> list[list[int]]:
+    """One row per (maximal instant, server) holding options of at least two jobs."""
+    rows: list[list[int]] = []
+    for active in maximal_cliques([(o.start_ms, o.end_ms) for o in options]):
         per_server: list[list[int]] = [[] for _ in range(num_servers)]
         for k in active:
             mask = options[k].mask

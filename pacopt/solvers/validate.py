@@ -17,9 +17,9 @@ from pacopt.cluster.instance import Instance
 from pacopt.cluster.jct import JctModel
 from pacopt.cluster.partition import op_counts
 from pacopt.cluster.placement import Placement
+from pacopt.cluster.simulator import EPS_MS
 from pacopt.cluster.solution import REASONS, STATUSES, JobRecord, Solution
 
-EPS_MS = 1e-7
 REL_TOL = 1e-6
 
 
@@ -104,11 +104,8 @@ def _check_job(instance: Instance, model: JctModel, record: JobRecord, job, busy
     if sorted(record.workers) != names:
         out.append(f"{where}: workers {sorted(record.workers)} are not the union of its blocks "
                    f"{names}")
-    memory: dict[int, float] = defaultdict(float)
-    for op, block in zip(graph.ops, placement.blocks):
-        for server in block.servers:
-            memory[server] += op.memory_bytes / len(block.servers)
-    full = [s for s, used in memory.items() if used > instance.cluster.worker_memory]
+    full = [s for s, used in placement.memory_use(graph).items()
+            if used > instance.cluster.worker_memory]
     if full:
         out.append(f"{where}: exceeds the memory of worker {instance.cluster.server_name(full[0])}")
     jct = model.timing(graph, counts, placement).jct_ms
