@@ -171,7 +171,7 @@ def test_ctrl_c_returns_the_incumbent(sixty):
     finally:
         timer.cancel()
     assert result.seconds < 15  # stopped by the interrupt, not the time limit
-    assert result.status == "feasible" and result.chosen
+    assert result.status == "feasible" and result.chosen and result.interrupted
     assert result.bound_accepted >= len(result.chosen)
     check_choice(sixty, result.chosen)
     assert signal.getsignal(signal.SIGINT) is before

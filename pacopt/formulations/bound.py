@@ -15,6 +15,7 @@ a time limit (HiGHS, with its log off).
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 
 import highspy
@@ -22,6 +23,7 @@ import numpy as np
 from scipy.sparse import csc_array
 
 from pacopt.formulations.offline import OfflineProblem, maximal_cliques
+from pacopt.formulations.interrupt import run_stoppable
 from pacopt.formulations.quiet import c_stdout_silenced
 
 
@@ -29,10 +31,11 @@ from pacopt.formulations.quiet import c_stdout_silenced
 class Relaxation:
     """The worker-count relaxation's answer: ``bound`` on accepted jobs (proven for the
     relaxation, hence for the offline problem), and its best integer selection, job -> degree
-    (empty when only the LP was solved)."""
+    (empty when only the LP was solved); ``interrupted``: Ctrl-C stopped the integer search."""
 
     bound: int
     selection: dict[int, int]
+    interrupted: bool = False
 
 
 def worker_count_bound(problem: OfflineProblem, time_limit: float | None = 10.0,
@@ -92,12 +95,15 @@ def solve_relaxation(problem: OfflineProblem, time_limit: float | None = 10.0,
     if time_limit is not None:
         solver.setOptionValue("time_limit", float(time_limit))
     solver.passModel(lp)
+    stop = threading.Event()
+    solver.cbMipInterrupt.subscribe(lambda event: event.interrupt() if stop.is_set() else None)
     with c_stdout_silenced():
-        solver.run()
+        _, interrupted = run_stoppable(solver.run, stop.set)
     info = solver.getInfo()
     value = info.mip_dual_bound if integral else info.objective_function_value
     selection = {}
     if integral and info.primal_solution_status == 2:  # 2: a feasible integer solution exists
         values = solver.getSolution().col_value
         selection = {keys[c][0]: keys[c][1] for c in range(len(keys)) if values[c] > 0.5}
-    return Relaxation(bound=int(math.floor(value + 1e-6)), selection=selection)
+    return Relaxation(bound=int(math.floor(value + 1e-6)), selection=selection,
+                      interrupted=interrupted)

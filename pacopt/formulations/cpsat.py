@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -36,20 +35,23 @@ from pacopt.formulations.offline import (
     OfflineProblem,
     objective,
 )
+from pacopt.formulations.interrupt import run_stoppable
 from pacopt.formulations.warm import check_choice
 
 __all__ = ["build_model", "solve_cpsat"]
 
 #: Models with more options than this are searched without CP-SAT's LP relaxation and with a
-#: lighter presolve. On small models the LP and its cuts prove the optimum fast (53 small
-#: contended test instances: 0.3 s in all with it, 11 s without). On large ones it accepts
-#: (almost) every job fractionally, so its bound never got below the trivial one in our
-#: measurements, and the time CP-SAT spends on it (also inside its neighbourhood searches) is
-#: better spent searching: on the paper workload (beta A, 2 workers, 60 s, warm-started from the
-#: best heuristic) 47 / 88 / 173 jobs accepted of 50 / 100 / 200 (10k to 42k options) instead of
+#: lighter presolve. On small models, such as the window steps of
+#: :mod:`~pacopt.formulations.decomposition` (15-20 jobs, 3k-4k options), the LP and its cuts
+#: prove optima fast (53 small contended test instances: 0.3 s in all with it, 11 s without; a
+#: 100-job paper episode's window search reached 93 jobs after 19 s with it, 28 s without). On
+#: large models it accepts (almost) every job fractionally, so its bound never got below the
+#: trivial one in our measurements, and the time CP-SAT spends on it (also inside its
+#: neighbourhood searches) is better spent searching: whole 50 / 100 / 200-job paper episodes
+#: (10k to 42k options, 2 workers, 60 s, warm-started) reached 47 / 88 / 173 jobs instead of
 #: 46 / 79 / 160. Presolve's probing takes about a third of the presolve time there for no gain
-#: in the final incumbent (the 1001-job episode's first incumbent comes after 11 s, not 18 s).
-LARGE_MODEL_OPTIONS = 2000
+#: in the final incumbent.
+LARGE_MODEL_OPTIONS = 5000
 
 Progress = Callable[[float, int | None, int | None], None]
 
@@ -147,49 +149,6 @@ def _default_threads() -> int:
         return os.cpu_count() or 1
 
 
-def _run(solver: cp_model.CpSolver, model: cp_model.CpModel,
-         monitor: _Monitor | None) -> cp_model.cmh.CpSolverStatus:
-    """``solver.solve``, with Ctrl-C turned into a graceful stop when called on the main thread.
-
-    A Python signal handler only runs when the main thread executes Python code, which it does
-    not while inside ``solve``; so the solve runs on a helper thread and the main thread waits
-    in short slices, free to take signals. The first SIGINT stops the search (CP-SAT then
-    returns its best solution); a second one raises KeyboardInterrupt, in case CP-SAT is slow to
-    stop. The previous handler is restored afterwards. Outside the main thread Python cannot
-    install handlers, and Ctrl-C keeps its usual meaning.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return solver.solve(model, monitor)
-    outcome: dict = {}
-
-    def work() -> None:
-        try:
-            outcome["status"] = solver.solve(model, monitor)
-        except BaseException as err:  # noqa: BLE001 -- handed to the main thread
-            outcome["error"] = err
-
-    stopping = threading.Event()
-
-    def handler(signum, frame) -> None:
-        if stopping.is_set():
-            raise KeyboardInterrupt
-        stopping.set()
-        solver.stop_search()
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        helper = threading.Thread(target=work, name="cpsat", daemon=True)
-        helper.start()
-        while helper.is_alive():
-            helper.join(0.1)  # wakes for signals
-    finally:
-        # None: the previous handler was not installed from Python; default is the best guess
-        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["status"]
-
-
 def solve_cpsat(problem: OfflineProblem, *, time_limit: float | None = None,
                 threads: int | None = None, warm_start: dict[int, int] | None = None,
                 progress: Progress | None = None) -> ExactResult:
@@ -215,7 +174,7 @@ def solve_cpsat(problem: OfflineProblem, *, time_limit: float | None = None,
     params = solver.parameters
     params.num_workers = threads or _default_threads()
     params.log_search_progress = False
-    params.catch_sigint_signal = False  # our handler stops the search (see _run)
+    params.catch_sigint_signal = False  # run_stoppable's handler stops the search
     if len(problem.options) > LARGE_MODEL_OPTIONS:
         params.linearization_level = 0
         params.cp_model_probing_level = 0
@@ -228,7 +187,8 @@ def solve_cpsat(problem: OfflineProblem, *, time_limit: float | None = None,
     searching = _has_objective(problem)
     if searching:
         solver.best_bound_callback = monitor.on_bound
-    status = _run(solver, model, monitor if searching else None)
+    status, interrupted = run_stoppable(
+        lambda: solver.solve(model, monitor if searching else None), solver.stop_search)
     seconds = time.perf_counter() - started
 
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -236,7 +196,7 @@ def solve_cpsat(problem: OfflineProblem, *, time_limit: float | None = None,
         chosen = _checked_choice(problem, [k for k, v in enumerate(response.solution) if v])
         if not searching:  # the accepted count is fixed, so any solution is optimal
             return ExactResult(chosen=chosen, status="optimal", bound_accepted=len(chosen),
-                               seconds=seconds)
+                               seconds=seconds, interrupted=interrupted)
         monitor.update(len(chosen), response.best_objective_bound)
     elif status == cp_model.UNKNOWN and not problem.required:
         # Stopped before any solution (the response's bound field is then a meaningless 0).
@@ -247,10 +207,12 @@ def solve_cpsat(problem: OfflineProblem, *, time_limit: float | None = None,
         # jobs, where the empty choice does not count.
         infeasible = status == cp_model.INFEASIBLE and problem.required
         return ExactResult(chosen={}, status="infeasible" if infeasible else "error",
-                           bound_accepted=None, seconds=seconds, trace=monitor.trace)
+                           bound_accepted=None, seconds=seconds, trace=monitor.trace,
+                           interrupted=interrupted)
     bound = monitor.bound
     return ExactResult(chosen=chosen, status="optimal" if bound == len(chosen) else "feasible",
-                       bound_accepted=bound, seconds=seconds, trace=monitor.trace)
+                       bound_accepted=bound, seconds=seconds, trace=monitor.trace,
+                       interrupted=interrupted)
 
 
 def _has_objective(problem: OfflineProblem) -> bool:

@@ -1,19 +1,30 @@
-"""How the exact methods search: relax, realise, then search the full model.
+"""How the exact methods search: relax, then improve by neighbourhoods, or search in full.
 
-1. **Relax.** The worker-count relaxation (:mod:`pacopt.formulations.bound`) is small. Its dual
-   bound bounds the offline optimum, and its best solution names a set S of jobs that fit by
-   worker count at every instant.
-2. **Realise.** The full placement model places the jobs of S window by window in arrival
-   order, each window required in full (exactly one option per job, which propagates far better
-   than an objective) around the choices already fixed; a realisation that stops early is
-   completed greedily, preferring the relaxation's degrees. If all of S is placed and |S| equals the bound, the optimum is proven
-   without ever searching the full model. On the paper's workloads this is the usual case: where jobs go rarely binds once
-   the worker counts fit, because RAMP's blocks nest.
-3. **Search.** Otherwise the backend searches the full model for the remaining time, warm-started
-   with the best choice so far. The reported bound is the smaller of the two proven bounds.
+1. **Relax.** The worker-count relaxation (:mod:`pacopt.formulations.bound`) is small, and its
+   dual bound bounds the offline optimum. It settles within seconds on the paper workload (the
+   same bound after 5 s as after 60 s at 200 jobs), so it gets a capped share of the time.
+2. **Improve.** Models of up to :data:`FULL_SEARCH_OPTIONS` options (the size of one window
+   step) are searched whole by the backend, warm-started. Larger ones are improved by a *window
+   search*, a large-neighbourhood search in time: jobs in arrival order are cut into
+   half-overlapping windows of :data:`FIRST_WINDOW` jobs. For each window the backend re-decides
+   its jobs (any option, or reject) around the incumbent's choices that run at the same time
+   (kept as they are), warm-started with the incumbent, and the result replaces the incumbent
+   when it accepts more jobs or the same with less worker-time. Each pass cuts between the
+   previous pass's cuts; after two passes without improvement the windows grow by half, and
+   once a window spans every job the step is the full search for the time left. A window step
+   proven optimal is not repeated while its jobs and surroundings stay the same.
+
+Why windows: on a 100-job paper episode (20k options) CP-SAT's own search of the whole model,
+warm-started, went from 76 to 93 accepted jobs in about 9 minutes; the window search reaches 93
+in one to two minutes, and most of its steps are proven optimal within a second. The proven
+bound, though, is the relaxation's, and where jobs go binds on this workload: of the 138
+maximal instants of the relaxation's best 200-job selection, 7 cannot hold their jobs even on
+their own, and a placement must also stay put over each job's run. So on large episodes the
+bound stays a few per cent above the best known solution.
 
 Each step's model is the backend's own (``milp``: Pyomo + HiGHS; ``cpsat``: CP-SAT); only the
-relaxation is shared, and its bound is valid for both.
+relaxation is shared, and its bound is valid for both. Ctrl-C (or a backend interrupted by it)
+ends the whole search with the best solution so far.
 """
 
 from __future__ import annotations
@@ -22,15 +33,15 @@ import time
 from collections.abc import Callable
 
 from pacopt.formulations.bound import solve_relaxation
-from pacopt.cluster.simulator import EPS_MS
 from pacopt.formulations.offline import ExactResult, OfflineProblem
-from pacopt.formulations.warm import greedy_choice
 
 Backend = Callable[..., ExactResult]
 Progress = Callable[[float, int | None, int | None], None]
-# shares of the time limit; the full search gets whatever is left
-RELAX_SHARE, REALISE_SHARE = 0.2, 0.5
-WINDOW, LOOKAHEAD = 40, 20  # jobs placed per realisation step, and jobs it must leave room for
+RELAX_SHARE, RELAX_MAX_SECONDS = 0.1, 30.0  # the relaxation's time: a share, capped
+FULL_SEARCH_OPTIONS = 5000  # models up to this size are searched whole
+FIRST_WINDOW = 15  # jobs per window in the first passes
+SECONDS_PER_WINDOW_JOB = 0.1  # a window step's time limit, per job in the window
+GROWTH = 1.5  # window growth after two passes without improvement
 MIN_STEP = 1.0  # seconds: a step with less time left than this cannot build its model
 
 
@@ -40,13 +51,14 @@ def restrict(problem: OfflineProblem, jobs: set[int], required: set[int] = froze
     ``required`` must be accepted), and for each of its options the index of the same option in
     ``problem``. Jobs in ``fixed`` (job -> option, included in ``jobs``) keep only that option."""
     fixed = fixed or {}
-    original = [k for k, option in enumerate(problem.options)
-                if option.job in jobs and fixed.get(option.job, k) == k]
+    original = sorted(k for j in jobs for k in ([fixed[j]] if j in fixed else problem.by_job[j]))
     new_index = {k: i for i, k in enumerate(original)}
-    by_job = [[new_index[k] for k in ks if k in new_index] for ks in problem.by_job]
+    by_job: list[list[int]] = [[] for _ in problem.by_job]
+    for i, k in enumerate(original):
+        by_job[problem.options[k].job].append(i)
     rows = []
-    for row in problem.rows:
-        kept = [new_index[k] for k in row if k in new_index]
+    for r in sorted({r for k in original for r in problem.option_rows[k]}):
+        kept = [new_index[k] for k in problem.rows[r] if k in new_index]
         if len({problem.options[original[i]].job for i in kept}) >= 2:
             rows.append(kept)
     sub = OfflineProblem(instance=problem.instance, model=problem.model,
@@ -58,83 +70,133 @@ def restrict(problem: OfflineProblem, jobs: set[int], required: set[int] = froze
 def solve_decomposed(problem: OfflineProblem, backend: Backend, *, time_limit: float,
                      threads: int | None = None, warm_start: dict[int, int] | None = None,
                      progress: Progress | None = None) -> ExactResult:
-    """Relax, realise, search (module doc) within ``time_limit`` seconds with ``backend``."""
-    started = time.perf_counter()
-    incumbent = dict(warm_start or {})
-    trace: list[tuple[float, int | None, int | None]] = []
+    """Relax, then improve (module doc) within ``time_limit`` seconds with ``backend``.
 
-    def note(bound: int | None) -> None:
-        entry = (time.perf_counter() - started, len(incumbent), bound)
-        trace.append(entry)
-        if progress:
-            progress(*entry)
-
-    def left() -> float:
-        return time_limit - (time.perf_counter() - started)
-
-    relaxation = solve_relaxation(problem, RELAX_SHARE * time_limit)
-    bound = relaxation.bound
-    note(bound)
-    if len(incumbent) < bound and len(relaxation.selection) > len(incumbent) and left() > MIN_STEP:
-        selection = relaxation.selection
-        realised = _realise(problem, backend, selection, threads,
-                            stop_at=started + (RELAX_SHARE + REALISE_SHARE) * time_limit)
-        if len(realised) < len(selection):  # complete a partial realisation greedily
-            realised = greedy_choice(problem, {j: sorted(ks, key=lambda k: (
-                problem.options[k].degree != selection.get(j), problem.options[k].worker_ms))
-                for j, ks in enumerate(problem.by_job) if ks}, start=realised)
-        if len(realised) > len(incumbent):
-            incumbent = realised
-            note(bound)
-    status = "optimal"
-    if len(incumbent) < bound and left() > MIN_STEP:
-        def forward(seconds, accepted, solver_bound):
-            if progress:
-                shown = bound if solver_bound is None else min(bound, solver_bound)
-                progress(time.perf_counter() - started, accepted, shown)
-
-        searched = backend(problem, time_limit=left(), threads=threads, warm_start=incumbent,
-                           progress=forward)
-        if searched.status == "error":
-            status = "error"
-        if searched.bound_accepted is not None:
-            bound = min(bound, searched.bound_accepted)
-        if len(searched.chosen) > len(incumbent):
-            incumbent = searched.chosen
-        note(bound)
-    if status != "error":
-        status = "optimal" if len(incumbent) >= bound else "feasible"
-    return ExactResult(chosen=incumbent, status=status, bound_accepted=bound,
-                       seconds=time.perf_counter() - started, trace=trace)
-
-
-def _realise(problem: OfflineProblem, backend: Backend, selection: dict[int, int],
-             threads: int | None, stop_at: float) -> dict[int, int]:
-    """Place the selected jobs window by window, in arrival order, and return what was placed.
-
-    Conflicts only reach as far as a job runs, so each step asks the backend to place the next
-    :data:`WINDOW` selected jobs together with the :data:`LOOKAHEAD` after them (all required:
-    exactly-one constraints propagate far better than an objective) around the choices already
-    fixed that still run then, and fixes the window. A step that fails with its lookahead is
-    retried without it; one that still fails places as many of its window as it can (the fixed
-    choices required, the window's jobs optional) and moves on.
+    ``warm_start`` (job -> option) must be feasible. The status is ``optimal`` when the
+    incumbent meets a proven bound (the relaxation's or the full search's), else ``feasible``.
     """
-    jobs = sorted(selection)
-    fixed: dict[int, int] = {}
-    for first in range(0, len(jobs), WINDOW):
-        window = jobs[first:first + WINDOW]
-        begins = problem.instance.jobs[window[0]].arrival_ms
-        running = {j: k for j, k in fixed.items() if problem.options[k].end_ms > begins + EPS_MS}
-        attempts = [(jobs[first + WINDOW:first + WINDOW + LOOKAHEAD], True), ([], True), ([], False)]
-        for ahead, whole in attempts:
-            remaining = stop_at - time.perf_counter()
-            if remaining < MIN_STEP:
-                return fixed
-            group = set(window) | set(ahead) | set(running)
-            sub, original = restrict(problem, group, required=group if whole else set(running),
-                                     fixed=running)
-            placed = backend(sub, time_limit=remaining, threads=threads).chosen
-            if len(placed) == len(group) or (not whole and running.keys() <= placed.keys()):
-                fixed.update({j: original[placed[j]] for j in window if j in placed})
-                break
-    return fixed
+    search = _Search(problem, backend, threads, time_limit, warm_start or {}, progress)
+    try:
+        search.relax()
+        if len(problem.options) <= FULL_SEARCH_OPTIONS:
+            search.step(set(search.jobs))
+        else:
+            search.windows()
+    except KeyboardInterrupt:  # between backend calls: keep what was found
+        search.interrupted = True
+    return search.result()
+
+
+class _Search:
+    """The incumbent, the bound and the clock of one :func:`solve_decomposed` call."""
+
+    def __init__(self, problem: OfflineProblem, backend: Backend, threads: int | None,
+                 time_limit: float, warm_start: dict[int, int], progress: Progress | None):
+        self.problem, self.backend, self.threads = problem, backend, threads
+        self.started = time.perf_counter()
+        self.deadline = self.started + time_limit
+        self.incumbent = dict(warm_start)
+        self.jobs = [j for j, ks in enumerate(problem.by_job) if ks]  # arrival order
+        self.bound = len(self.jobs)
+        self.progress = progress
+        self.trace: list[tuple[float, int | None, int | None]] = []
+        self.interrupted = False
+        self.failed = False  # a backend step ended in error
+        self.settled: set[tuple] = set()  # window steps proven optimal, keyed by their input
+
+    def left(self) -> float:
+        return self.deadline - time.perf_counter()
+
+    def done(self) -> bool:
+        return (self.interrupted or len(self.incumbent) >= self.bound
+                or self.left() < MIN_STEP)
+
+    def note(self) -> None:
+        """Record and report the incumbent's count and the bound, if either changed."""
+        if self.trace and self.trace[-1][1:] == (len(self.incumbent), self.bound):
+            return
+        entry = (time.perf_counter() - self.started, len(self.incumbent), self.bound)
+        self.trace.append(entry)
+        if self.progress:
+            self.progress(*entry)
+
+    def relax(self) -> None:
+        budget = min(RELAX_SHARE * self.left(), RELAX_MAX_SECONDS)
+        relaxation = solve_relaxation(self.problem, budget)
+        self.bound = min(self.bound, relaxation.bound)
+        self.interrupted |= relaxation.interrupted
+        self.note()
+
+    def windows(self) -> None:
+        """Window passes (module doc) until proven, interrupted or out of time."""
+        size, shifted, idle = FIRST_WINDOW, False, 0
+        count = len(self.jobs)
+        while not self.done():
+            stride = max(1, size // 2)
+            offset = stride // 2 if shifted else 0
+            firsts = sorted({max(0, first) for first in range(offset - stride, count - stride, stride)})
+            improved = False
+            for first in [0] if size >= count else firsts:
+                if self.done():
+                    return
+                improved |= self.step(set(self.jobs[first:first + size]))
+            if size >= count and not improved:
+                return  # the whole model was searched as long as the step allowed
+            idle = 0 if improved else idle + 1
+            shifted = not shifted  # the next pass cuts between this pass's cuts
+            if idle == 2:
+                size, shifted, idle = min(count, int(size * GROWTH)), False, 0
+
+    def step(self, window: set[int]) -> bool:
+        """Re-decide the jobs of ``window`` around the incumbent's choices running at the same
+        time; keep the result if it is better. Returns whether it was."""
+        problem, options = self.problem, self.problem.options
+        begins = min(options[k].start_ms for j in window for k in problem.by_job[j])
+        ends = max(options[k].end_ms for j in window for k in problem.by_job[j])
+        kept = {j: k for j, k in self.incumbent.items() if j not in window
+                and options[k].start_ms < ends and options[k].end_ms > begins}
+        key = (frozenset(window), frozenset(kept.items()))
+        if key in self.settled:
+            return False
+        whole = len(window) == len(self.jobs)
+        sub, original = restrict(problem, window | kept.keys(), required=set(kept), fixed=kept)
+        to_sub = {k: i for i, k in enumerate(original)}
+        warm = {j: to_sub[k] for j, k in self.incumbent.items() if k in to_sub}
+        limit = self.left() if whole else min(self.left(), SECONDS_PER_WINDOW_JOB * len(window))
+        answer = self.backend(sub, time_limit=limit, threads=self.threads, warm_start=warm,
+                              progress=self._forward if whole else None)
+        self.interrupted |= answer.interrupted
+        if answer.status in ("error", "infeasible"):
+            self.failed |= whole
+            return False
+        if whole and answer.bound_accepted is not None:
+            self.bound = min(self.bound, answer.bound_accepted)
+        if answer.status == "optimal":
+            self.settled.add(key)
+        chosen = {j: original[i] for j, i in answer.chosen.items()}
+        if self._value(chosen) <= self._value({j: k for j, k in self.incumbent.items()
+                                               if j in window or j in kept}):
+            if whole:
+                self.note()
+            return False
+        self.incumbent = {j: k for j, k in self.incumbent.items() if j not in window}
+        self.incumbent.update({j: k for j, k in chosen.items() if j in window})
+        self.note()
+        return True
+
+    def _value(self, chosen: dict[int, int]) -> tuple[int, float]:
+        """What the search maximises: accepted jobs, then less worker-time."""
+        return len(chosen), -sum(self.problem.options[k].worker_ms for k in chosen.values())
+
+    def _forward(self, seconds: float, accepted: int | None, bound: int | None) -> None:
+        """Progress of a whole-model step, with the relaxation's bound folded in."""
+        if self.progress:
+            shown = self.bound if bound is None else min(self.bound, bound)
+            self.progress(time.perf_counter() - self.started, accepted, shown)
+
+    def result(self) -> ExactResult:
+        status = "error" if self.failed and not self.incumbent else (
+            "optimal" if len(self.incumbent) >= self.bound else "feasible")
+        return ExactResult(chosen=self.incumbent, status=status, bound_accepted=self.bound,
+                           seconds=time.perf_counter() - self.started, trace=self.trace,
+                           interrupted=self.interrupted)

@@ -28,6 +28,7 @@ most one option (a clique constraint, which keeps the LP relaxation tight).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.jct import JctModel
@@ -89,6 +90,15 @@ class OfflineProblem:
     @property
     def num_jobs(self) -> int:
         return len(self.by_job)
+
+    @cached_property
+    def option_rows(self) -> list[list[int]]:
+        """``option_rows[k]``: indices of the conflict rows holding option k."""
+        out: list[list[int]] = [[] for _ in self.options]
+        for r, row in enumerate(self.rows):
+            for k in row:
+                out[k].append(r)
+        return out
 
 
 def footprints(counts: tuple[int, ...], cluster: RampCluster) -> list[dict[int, Block]]:
@@ -248,7 +258,7 @@ class ExactResult:
     ``status``: ``optimal`` only when the solver's own bound proves that no solution accepts more
     jobs (``bound_accepted == len(chosen)``); ``feasible`` when a bound remains above the
     incumbent; ``infeasible`` / ``error`` otherwise. ``trace``: (seconds, incumbent accepted,
-    bound on accepted) each time either improved.
+    bound on accepted) each time either improved. ``interrupted``: Ctrl-C stopped the search.
     """
 
     chosen: dict[int, int]
@@ -256,6 +266,7 @@ class ExactResult:
     bound_accepted: int | None
     seconds: float
     trace: list[tuple[float, int | None, int | None]] = field(default_factory=list)
+    interrupted: bool = False
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,6 @@ taken are dropped greedily, in arrival order, so the result is always feasible.
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from pacopt.cluster.solution import Solution
 from pacopt.formulations.offline import OfflineProblem
 
@@ -52,7 +50,7 @@ def greedy_choice(problem: OfflineProblem, candidates: dict[int, list[int]],
     the other jobs in arrival order, each taking the first of its ``candidates[j]`` (option
     indices, in order of preference) that conflicts with none taken so far, or nothing."""
     start = start or {}
-    rows_of = _rows_of(problem, {k for ks in candidates.values() for k in ks} | set(start.values()))
+    rows_of = problem.option_rows
     taken_rows: set[int] = {i for k in start.values() for i in rows_of[k]}
     chosen: dict[int, int] = dict(start)
     for j in sorted(set(candidates) - set(start)):  # instance.jobs is sorted by arrival
@@ -61,15 +59,6 @@ def greedy_choice(problem: OfflineProblem, candidates: dict[int, list[int]],
             chosen[j] = k
             taken_rows.update(rows_of[k])
     return chosen
-
-
-def _rows_of(problem: OfflineProblem, wanted: set[int]) -> dict[int, list[int]]:
-    """For each option in ``wanted``, the indices of the conflict rows it appears in."""
-    rows_of: dict[int, list[int]] = defaultdict(list)
-    for i, row in enumerate(problem.rows):
-        for k in wanted.intersection(row):  # C-level scan of the row; most rows miss
-            rows_of[k].append(i)
-    return rows_of
 
 
 def check_choice(problem: OfflineProblem, chosen: dict[int, int]) -> None:

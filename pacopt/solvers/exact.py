@@ -51,14 +51,10 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
             report(result.seconds, len(start), bound)
     else:
         remaining = max(1.0, limit - (time.perf_counter() - started))
-        try:
-            result = solve_decomposed(problem, _backend(method), time_limit=remaining,
-                                      threads=threads, warm_start=start, progress=report)
-        except KeyboardInterrupt:  # outside a backend's own handler: keep the warm start
+        result = solve_decomposed(problem, _backend(method), time_limit=remaining,
+                                  threads=threads, warm_start=start, progress=report)
+        if result.interrupted:
             print("interrupted: returning the best known solution", file=sys.stderr)
-            result = ExactResult(chosen=start, status="feasible",
-                                 bound_accepted=sum(1 for ks in problem.by_job if ks),
-                                 seconds=time.perf_counter() - started)
     bound = result.bound_accepted
     chosen = result.chosen if len(result.chosen) >= len(start) else start
     status = "error" if result.status == "error" else (
