@@ -19,8 +19,10 @@ from offline_cases import HAND_JOBS, SMALL, random_jobs, small_problem
 
 @pytest.fixture
 def windows_only(monkeypatch):
-    """Force the window search, with windows of 3 jobs, on problems small enough to check."""
+    """Force the window search, with windows of 3 jobs and no realisation, on problems small
+    enough to check."""
     monkeypatch.setattr(decomposition, "FULL_SEARCH_OPTIONS", 0)
+    monkeypatch.setattr(decomposition, "REALISE_SHARE", 0.0)
     monkeypatch.setattr(decomposition, "FIRST_WINDOW", 3)
 
 
@@ -62,6 +64,25 @@ def test_window_search_reaches_the_optimum(name, backend, windows_only):
     assert result.bound_accepted >= optimum
     counts = [accepted for _, accepted, _ in result.trace]
     assert counts == sorted(counts) and counts[0] >= len(start)
+
+
+def test_realising_the_relaxation_proves_the_optimum(monkeypatch):
+    """Jobs spread out enough that the worker count is the only limit: the relaxation's
+    selection is placeable, so the realisation alone proves the optimum."""
+    monkeypatch.setattr(decomposition, "FULL_SEARCH_OPTIONS", 0)
+    monkeypatch.setattr(decomposition, "REALISE_WINDOW", 2)
+    monkeypatch.setattr(decomposition, "LOOKAHEAD", 1)
+    problem = small_problem([(graph, 4 * arrival, beta) for graph, arrival, beta in HAND_JOBS])
+    calls = []
+
+    def counted(sub, **kwargs):  # notes whether every job of the step was required
+        calls.append(all(j in sub.required for j, ks in enumerate(sub.by_job) if ks))
+        return solve_cpsat(sub, **kwargs)
+
+    result = solve_decomposed(problem, counted, time_limit=60, threads=1)
+    assert result.status == "optimal" and result.bound_accepted == len(result.chosen)
+    assert len(calls) > 1 and all(calls)  # realisation steps only, no window step
+    check_choice(problem, result.chosen)
 
 
 def test_whole_model_search_proves_small_problems():
