@@ -85,6 +85,12 @@ def test_realising_the_relaxation_proves_the_optimum(monkeypatch):
     check_choice(problem, result.chosen)
 
 
+def test_nothing_to_decide():
+    problem = small_problem([("cnn", 0, 0.1), ("cnn", 10, 0.12)])  # deadlines nothing meets
+    result = solve_decomposed(problem, solve_cpsat, time_limit=10, threads=1)
+    assert (result.chosen, result.status, result.bound_accepted) == ({}, "optimal", 0)
+
+
 def test_whole_model_search_proves_small_problems():
     problem = small_problem(random_jobs(3, 12))
     result = solve_decomposed(problem, solve_cpsat, time_limit=60, threads=1)

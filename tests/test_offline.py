@@ -2,18 +2,21 @@
 
 import itertools
 import random
+import signal
+import threading
+import time
 
 import pytest
 
 from pacopt.cluster.graph_sources import EXAMPLES_DIR, read_graph_file
 from pacopt.cluster.instance import instance_from_dict
 from pacopt.cluster.partition import op_counts
-from pacopt.cluster.pipedream import read_pipedream
+from pacopt.cluster.pipedream import PAPER_GRAPHS, read_pipedream
 from pacopt.cluster.placement import first_fit
 from pacopt.cluster.policies import make_policy
 from pacopt.cluster.simulator import simulate
 from pacopt.cluster.topology import RampCluster
-from pacopt.formulations.bound import worker_count_bound
+from pacopt.formulations.bound import solve_relaxation, worker_count_bound
 from pacopt.formulations.offline import build_problem, footprints, objective, to_solution
 from pacopt.solvers.validate import find_problems
 
@@ -117,6 +120,27 @@ def test_bound_dominates_heuristics_and_lp_dominates_ip(pipedream_dir):
         assert lp >= ip
         for name in ("para-max", "para-min", "min-feasible", "random"):
             assert ip >= simulate(instance, make_policy(name), seed=0).accepted
+
+
+def test_ctrl_c_stops_the_relaxation_with_a_valid_bound(pipedream_dir):
+    """200 paper jobs: HiGHS does not close the relaxation within a minute."""
+    instance = instance_from_dict({
+        "graphs": {g: {"pipedream": str(pipedream_dir / f"{g}.txt")} for g in PAPER_GRAPHS},
+        "workload": {"graphs": list(PAPER_GRAPHS), "num_jobs": 200, "interarrival_ms": 1000,
+                     "max_jct_fraction": {"paper": "A"}, "seed": 0}})
+    problem = build_problem(instance)
+    before = signal.getsignal(signal.SIGINT)
+    timer = threading.Timer(1.0, signal.raise_signal, (signal.SIGINT,))
+    started = time.perf_counter()
+    timer.start()
+    try:
+        relaxation = solve_relaxation(problem, time_limit=60)
+    finally:
+        timer.cancel()
+    assert relaxation.interrupted and time.perf_counter() - started < 15
+    assert relaxation.bound <= worker_count_bound(problem, integral=False)
+    assert relaxation.bound >= simulate(instance, make_policy("para-max")).accepted
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_a_choice_becomes_a_valid_solution(pipedream_dir):

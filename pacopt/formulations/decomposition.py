@@ -39,13 +39,15 @@ from collections.abc import Callable
 from pacopt.cluster.simulator import EPS_MS
 from pacopt.formulations.bound import solve_relaxation
 from pacopt.formulations.offline import ExactResult, OfflineProblem
+from pacopt.formulations.warm import check_choice
 
 Backend = Callable[..., ExactResult]
 Progress = Callable[[float, int | None, int | None], None]
 RELAX_SHARE, RELAX_MAX_SECONDS = 0.1, 30.0  # the relaxation's time: a share, capped
 FULL_SEARCH_OPTIONS = 5000  # models up to this size are searched whole
 REALISE_SHARE = 0.3  # of the time left after the relaxation, at most, for the realisation
-REALISE_WINDOW, LOOKAHEAD = 40, 20  # jobs placed per realisation step, and jobs it must leave room for
+REALISE_WINDOW = 40  # jobs placed per realisation step
+LOOKAHEAD = 20  # jobs after them each realisation step must leave room for
 FIRST_WINDOW = 15  # jobs per window in the first passes
 SECONDS_PER_WINDOW_JOB = 0.1  # a window step's time limit, per job in the window
 GROWTH = 1.5  # window growth after two passes without improvement
@@ -77,7 +79,7 @@ def restrict(problem: OfflineProblem, jobs: set[int], required: set[int] = froze
 def solve_decomposed(problem: OfflineProblem, backend: Backend, *, time_limit: float,
                      threads: int | None = None, warm_start: dict[int, int] | None = None,
                      progress: Progress | None = None) -> ExactResult:
-    """Relax, then improve (module doc) within ``time_limit`` seconds with ``backend``.
+    """Relax, realise, improve (module doc) within ``time_limit`` seconds with ``backend``.
 
     ``warm_start`` (job -> option) must be feasible. The status is ``optimal`` when the
     incumbent meets a proven bound (the relaxation's or the full search's), else ``feasible``.
@@ -85,12 +87,14 @@ def solve_decomposed(problem: OfflineProblem, backend: Backend, *, time_limit: f
     search = _Search(problem, backend, threads, time_limit, warm_start or {}, progress)
     try:
         selection = search.relax()
+        if search.done():  # proven already (or interrupted, or out of time)
+            return search.result()
         if len(problem.options) <= FULL_SEARCH_OPTIONS:
             search.step(set(search.jobs))
-        else:
-            if len(selection) > len(search.incumbent):
-                search.realise(sorted(selection))
-            search.windows()
+            return search.result()
+        if len(selection) > len(search.incumbent):
+            search.realise(sorted(selection))
+        search.windows()
     except KeyboardInterrupt:  # between backend calls: keep what was found
         search.interrupted = True
     return search.result()
@@ -110,7 +114,7 @@ class _Search:
         self.progress = progress
         self.trace: list[tuple[float, int | None, int | None]] = []
         self.interrupted = False
-        self.failed = False  # a backend step ended in error
+        self.failed = False  # the whole-model step ended in error
         self.settled: set[tuple] = set()  # window steps proven optimal, keyed by their input
 
     def left(self) -> float:
@@ -168,6 +172,7 @@ class _Search:
             else:
                 return
         if len(fixed) > len(self.incumbent):
+            check_choice(self.problem, fixed)  # the steps' answers, merged: a bug if it fails
             self.incumbent = fixed
             self.note()
 
@@ -178,7 +183,8 @@ class _Search:
         while not self.done():
             stride = max(1, size // 2)
             offset = stride // 2 if shifted else 0
-            firsts = sorted({max(0, first) for first in range(offset - stride, count - stride, stride)})
+            firsts = sorted({max(0, first)
+                             for first in range(offset - stride, count - stride, stride)})
             improved = False
             for first in [0] if size >= count else firsts:
                 if self.done():

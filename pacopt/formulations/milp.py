@@ -1,9 +1,10 @@
 """The offline problem (DESIGN.md section 3) as a Pyomo MILP, solved by HiGHS through highspy.
 
 **Model.** A binary ``x[k]`` per option; at most one option per job (exactly one for the jobs
-``problem.required`` names); at most one option per conflict row (one server at one maximal instant); maximise ``sum(coefficient[k] * x[k])``, the
-shared weighted objective of :func:`pacopt.formulations.offline.objective` (accepted jobs first,
-worker-time as the tie-break).
+``problem.required`` names); at most one option per conflict row (one server at one maximal
+instant); maximise ``sum(coefficient[k] * x[k])``, the shared weighted objective of
+:func:`pacopt.formulations.offline.objective` (accepted jobs first, worker-time as the
+tie-break).
 
 **Pyomo to HiGHS.** Pyomo is the modelling layer; the solve talks to ``highspy.Highs`` directly.
 Pyomo's own HiGHS interfaces (appsi and ``contrib.solver``) hide the MIP callbacks this backend
@@ -262,7 +263,8 @@ def solve_milp(problem: OfflineProblem, *, time_limit: float | None = None,
     # only between its rounds, and the search does no better after it; on small ones (a window
     # step of 20 jobs, 4k options) the search without it finds almost nothing in 10 s, and with
     # it proves the optimum in 5 s.
-    highs.setOptionValue("presolve", "on" if len(problem.options) <= PRESOLVE_MAX_OPTIONS else "off")
+    presolve = len(problem.options) <= PRESOLVE_MAX_OPTIONS
+    highs.setOptionValue("presolve", "on" if presolve else "off")
     if threads is not None:
         highs.setOptionValue("threads", int(threads))
     if time_limit is not None:
