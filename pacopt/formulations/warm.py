@@ -44,16 +44,14 @@ def warm_start_from(problem: OfflineProblem, solution: Solution) -> dict[int, in
     return greedy_choice(problem, candidates)
 
 
-def greedy_choice(problem: OfflineProblem, candidates: dict[int, list[int]],
-                  start: dict[int, int] | None = None) -> dict[int, int]:
-    """A feasible choice built greedily from the feasible choice ``start`` (default: nothing):
-    the other jobs in arrival order, each taking the first of its ``candidates[j]`` (option
-    indices, in order of preference) that conflicts with none taken so far, or nothing."""
-    start = start or {}
+def greedy_choice(problem: OfflineProblem, candidates: dict[int, list[int]]) -> dict[int, int]:
+    """A feasible choice built greedily: jobs in arrival order, each taking the first of its
+    ``candidates[j]`` (option indices, in order of preference) that conflicts with none taken so
+    far, or nothing."""
     rows_of = problem.option_rows
-    taken_rows: set[int] = {i for k in start.values() for i in rows_of[k]}
-    chosen: dict[int, int] = dict(start)
-    for j in sorted(set(candidates) - set(start)):  # instance.jobs is sorted by arrival
+    taken_rows: set[int] = set()
+    chosen: dict[int, int] = {}
+    for j in sorted(candidates):  # instance.jobs is sorted by arrival
         k = next((k for k in candidates[j] if taken_rows.isdisjoint(rows_of[k])), None)
         if k is not None:
             chosen[j] = k
