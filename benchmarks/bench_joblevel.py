@@ -27,18 +27,13 @@ from pathlib import Path
 from pacopt.cluster.graph_sources import read_graph_file
 from pacopt.cluster.jct import JctModel
 from pacopt.cluster.pipedream import PAPER_GRAPHS
+from pacopt.cluster.policies import single_degree
 from pacopt.cluster.settings import PRESETS, ModelSettings
 from pacopt.cluster.topology import RampCluster
 from pacopt.formulations.joblevel import BACKENDS, JobPlan, optimise_job
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
 DEADLINE_FRACTION = 0.2
-
-
-def legal_degrees(table) -> list[int]:
-    """Degrees PAC-ML may pick (1 or even) that first-fit places on an empty cluster."""
-    return [d for d in range(1, table.max_degree + 1)
-            if table.placed[d] and (d == 1 or d % 2 == 0)]
 
 
 def counts_summary(counts: tuple[int, ...]) -> str:
@@ -73,8 +68,7 @@ def budget_rows(graphs, budgets, time_limit):
             settings = ModelSettings(preset=preset)
             table = JctModel(cluster, settings).table(graph)
             for budget in budgets:
-                fits = [d for d in legal_degrees(table) if table.workers[d] <= budget]
-                d = max(fits)
+                d = single_degree(table, budget=budget)
                 pac = table.jct_ms[d]
                 plans = solve_both(graph, cluster, settings, time_limit, budget=budget)
                 plan = plans["milp"]
@@ -108,9 +102,9 @@ def deadline_rows(graphs, time_limit):
             settings = ModelSettings(preset=preset)
             table = JctModel(cluster, settings).table(graph)
             deadline = DEADLINE_FRACTION * table.seq_jct_ms
-            meets = [d for d in legal_degrees(table) if table.jct_ms[d] <= deadline]
-            pac = (f"{meets[0]:>5} {table.workers[meets[0]]:>2} {table.jct_ms[meets[0]]:>9.2f}"
-                   if meets else f"{'-':>5} {'-':>2} {'-':>9}")
+            d = single_degree(table, deadline_ms=deadline)
+            pac = (f"{d:>5} {table.workers[d]:>2} {table.jct_ms[d]:>9.2f}"
+                   if d is not None else f"{'-':>5} {'-':>2} {'-':>9}")
             plans = solve_both(graph, cluster, settings, time_limit, deadline_ms=deadline)
             plan = plans["milp"]
             if plan.placement is None:

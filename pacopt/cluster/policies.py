@@ -72,11 +72,9 @@ class Decision:
 
     @property
     def reference_degrees(self) -> tuple[int, ...]:
-        """The reference's action mask (degrees >= 1, ascending): 1 or even, at most the free
-        workers, placeable on an empty cluster; the live fragmentation is ignored."""
-        free = self.state.num_free
-        return tuple(d for d in range(1, min(self.max_degree, free) + 1)
-                     if (d == 1 or d % 2 == 0) and self.table.placed[d])
+        """The reference's action mask (degrees >= 1, ascending), at most the free workers; the
+        live fragmentation is ignored (see :func:`reference_degrees`)."""
+        return reference_degrees(self.table, self.state.num_free)
 
     def action_mask(self) -> np.ndarray:
         """Boolean mask over 0..max degree (0, reject, is always allowed)."""
@@ -84,6 +82,26 @@ class Decision:
         mask[0] = True
         mask[list(self.valid_degrees)] = True
         return mask
+
+
+def reference_degrees(table: JobTable, limit: int | None = None) -> tuple[int, ...]:
+    """The reference's legal degrees, ascending: 1 or even, placeable on an empty cluster, and at
+    most ``limit`` (default: the table's largest degree)."""
+    top = table.max_degree if limit is None else min(table.max_degree, limit)
+    return tuple(d for d in range(1, top + 1) if (d == 1 or d % 2 == 0) and table.placed[d])
+
+
+def single_degree(table: JobTable, *, budget: int | None = None,
+                  deadline_ms: float | None = None) -> int | None:
+    """PAC-ML's single-degree rule for one job on an empty cluster: with ``budget``, the largest
+    legal degree whose footprint has at most that many workers; with ``deadline_ms``, the
+    smallest legal degree whose JCT meets it. None if no legal degree does."""
+    if (budget is None) == (deadline_ms is None):
+        raise ValueError("give exactly one of budget and deadline_ms")
+    if budget is not None:
+        return max((d for d in reference_degrees(table) if table.workers[d] <= budget),
+                   default=None)
+    return next((d for d in reference_degrees(table) if table.jct_ms[d] <= deadline_ms), None)
 
 
 class Policy(Protocol):

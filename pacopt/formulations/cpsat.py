@@ -29,13 +29,14 @@ from collections.abc import Callable
 
 from ortools.sat.python import cp_model
 
+from pacopt.formulations.interrupt import run_stoppable
 from pacopt.formulations.offline import (
     ExactResult,
     Objective,
     OfflineProblem,
+    Progress,
     objective,
 )
-from pacopt.formulations.interrupt import run_stoppable
 from pacopt.formulations.warm import check_choice
 
 __all__ = ["build_model", "solve_cpsat"]
@@ -52,8 +53,6 @@ __all__ = ["build_model", "solve_cpsat"]
 #: 46 / 79 / 160. Presolve's probing takes about a third of the presolve time there for no gain
 #: in the final incumbent.
 LARGE_MODEL_OPTIONS = 5000
-
-Progress = Callable[[float, int | None, int | None], None]
 
 
 def build_model(problem: OfflineProblem, weights: Objective,

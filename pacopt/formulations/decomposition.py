@@ -38,11 +38,10 @@ from collections.abc import Callable
 
 from pacopt.cluster.simulator import EPS_MS
 from pacopt.formulations.bound import solve_relaxation
-from pacopt.formulations.offline import ExactResult, OfflineProblem
+from pacopt.formulations.offline import ExactResult, OfflineProblem, Progress
 from pacopt.formulations.warm import check_choice
 
 Backend = Callable[..., ExactResult]
-Progress = Callable[[float, int | None, int | None], None]
 RELAX_SHARE, RELAX_MAX_SECONDS = 0.1, 30.0  # the relaxation's time: a share, capped
 FULL_SEARCH_OPTIONS = 5000  # models up to this size are searched whole
 REALISE_SHARE = 0.3  # of the time left after the relaxation, at most, for the realisation

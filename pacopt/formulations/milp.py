@@ -33,18 +33,16 @@ import pyomo.environ as pyo
 from pyomo.core.expr import LinearExpression, MonomialTermExpression
 from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler
 
+from pacopt.formulations.interrupt import run_stoppable
 from pacopt.formulations.offline import (
     ExactResult,
     Objective,
     OfflineProblem,
+    Progress,
     objective,
 )
-from pacopt.formulations.interrupt import run_stoppable
 from pacopt.formulations.quiet import c_stdout_silenced
 from pacopt.formulations.warm import check_choice
-
-#: ``progress(seconds, incumbent accepted, bound on accepted)``; either may be ``None`` (unknown).
-Progress = Callable[[float, int | None, int | None], None]
 
 #: Models up to this many options are presolved (see :func:`solve_milp`).
 PRESOLVE_MAX_OPTIONS = 10_000

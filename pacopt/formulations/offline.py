@@ -22,11 +22,13 @@ policies that place compactly; a spread-out first-fit placement can time differe
 **Conflicts.** Intervals on a line conflict exactly when one contains the other's start. So it is
 enough to check each arrival instant, and only the maximal ones: an instant where nothing ends
 before the next arrival is implied by that next one. At each kept instant, each server carries at
-most one option (a clique constraint, which keeps the LP relaxation tight).
+most one option (a clique constraint, tighter than pairwise conflicts; even so the LP accepts
+almost every job fractionally on large episodes, see :mod:`pacopt.formulations.cpsat`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -37,6 +39,9 @@ from pacopt.cluster.simulator import EPS_MS
 from pacopt.cluster.solution import JobRecord, Solution
 from pacopt.cluster.topology import Block, RampCluster
 
+#: How backends report: ``progress(seconds, incumbent accepted, bound on accepted)``, either of
+#: the last two ``None`` when unknown.
+Progress = Callable[[float, int | None, int | None], None]
 
 
 @dataclass(frozen=True)

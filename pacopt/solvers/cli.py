@@ -164,6 +164,7 @@ def _job(args) -> int:
 
     from pacopt.cluster.graph_sources import resolve_graph
     from pacopt.cluster.jct import JctModel
+    from pacopt.cluster.policies import single_degree
     from pacopt.cluster.settings import ModelSettings
     from pacopt.cluster.topology import RampCluster
     from pacopt.formulations.joblevel import optimise_job
@@ -178,10 +179,7 @@ def _job(args) -> int:
         raise InputError(str(err)) from None
     table = JctModel(cluster, settings).table(graph)
     # PAC-ML's single-degree rule with the same resources, for comparison
-    fits = [d for d in range(1, table.max_degree + 1) if table.placed[d] and (
-        table.workers[d] <= args.budget if args.budget else table.jct_ms[d] <= args.deadline_ms)]
-    rule = min(fits, key=lambda d: table.jct_ms[d] if args.budget else table.workers[d],
-               default=None)
+    rule = single_degree(table, budget=args.budget, deadline_ms=args.deadline_ms)
     result = {"graph": graph.name, "preset": args.preset, "backend": plan.backend,
               "status": plan.status, "workers": plan.workers,
               "counts": dict(sorted(Counter(plan.counts).items())),
