@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 import pacopt.formulations.decomposition as decomposition
+from pacopt.formulations.bound import Relaxation
 from pacopt.formulations.cpsat import solve_cpsat
 from pacopt.formulations.decomposition import restrict, solve_decomposed
 from pacopt.formulations.milp import solve_milp
@@ -84,6 +85,28 @@ def test_realising_the_relaxation_proves_the_optimum(monkeypatch):
     assert len(calls) > 1 and all(calls)  # realisation steps only, no window step
     check_choice(problem, result.chosen)
 
+
+
+def test_a_selection_below_the_bound_is_not_realised(monkeypatch):
+    """Realising a selection that does not meet the relaxation's bound cannot prove anything,
+    so the search goes straight to the windows (their steps never require every job)."""
+    monkeypatch.setattr(decomposition, "FULL_SEARCH_OPTIONS", 0)
+    monkeypatch.setattr(decomposition, "FIRST_WINDOW", 3)
+    problem = small_problem([(graph, 4 * arrival, beta) for graph, arrival, beta in HAND_JOBS])
+    jobs = [j for j, ks in enumerate(problem.by_job) if ks]
+    degree = {j: problem.options[problem.by_job[j][0]].degree for j in jobs}
+    short = Relaxation(bound=len(jobs), selection={j: degree[j] for j in jobs[1:]})
+    monkeypatch.setattr(decomposition, "solve_relaxation", lambda *args, **kwargs: short)
+    calls = []
+
+    def counted(sub, **kwargs):
+        calls.append(all(j in sub.required for j, ks in enumerate(sub.by_job) if ks))
+        return solve_cpsat(sub, **kwargs)
+
+    result = solve_decomposed(problem, counted, time_limit=60, threads=1,
+                              warm_start=first_options(problem))
+    assert calls and not any(calls)
+    check_choice(problem, result.chosen)
 
 def test_nothing_to_decide():
     problem = small_problem([("cnn", 0, 0.1), ("cnn", 10, 0.12)])  # deadlines nothing meets
