@@ -27,6 +27,17 @@ def windows_only(monkeypatch):
     monkeypatch.setattr(decomposition, "FIRST_WINDOW", 3)
 
 
+def recording(calls: list[bool]):
+    """CP-SAT as a backend that notes, per call, whether every job of the step was required
+    (a realisation step; window steps leave the window's own jobs free)."""
+
+    def backend(sub, **kwargs):
+        calls.append(all(j in sub.required for j, ks in enumerate(sub.by_job) if ks))
+        return solve_cpsat(sub, **kwargs)
+
+    return backend
+
+
 def first_options(problem) -> dict[int, int]:
     """A feasible but poor start: greedy in arrival order, each job's first option."""
     return greedy_choice(problem, {j: ks[:1] for j, ks in enumerate(problem.by_job) if ks})
@@ -75,16 +86,10 @@ def test_realising_the_relaxation_proves_the_optimum(monkeypatch):
     monkeypatch.setattr(decomposition, "LOOKAHEAD", 1)
     problem = small_problem([(graph, 4 * arrival, beta) for graph, arrival, beta in HAND_JOBS])
     calls = []
-
-    def counted(sub, **kwargs):  # notes whether every job of the step was required
-        calls.append(all(j in sub.required for j, ks in enumerate(sub.by_job) if ks))
-        return solve_cpsat(sub, **kwargs)
-
-    result = solve_decomposed(problem, counted, time_limit=60, threads=1)
+    result = solve_decomposed(problem, recording(calls), time_limit=60, threads=1)
     assert result.status == "optimal" and result.bound_accepted == len(result.chosen)
     assert len(calls) > 1 and all(calls)  # realisation steps only, no window step
     check_choice(problem, result.chosen)
-
 
 
 def test_a_selection_below_the_bound_is_not_realised(monkeypatch):
@@ -98,15 +103,11 @@ def test_a_selection_below_the_bound_is_not_realised(monkeypatch):
     short = Relaxation(bound=len(jobs), selection={j: degree[j] for j in jobs[1:]})
     monkeypatch.setattr(decomposition, "solve_relaxation", lambda *args, **kwargs: short)
     calls = []
-
-    def counted(sub, **kwargs):
-        calls.append(all(j in sub.required for j, ks in enumerate(sub.by_job) if ks))
-        return solve_cpsat(sub, **kwargs)
-
-    result = solve_decomposed(problem, counted, time_limit=60, threads=1,
+    result = solve_decomposed(problem, recording(calls), time_limit=60, threads=1,
                               warm_start=first_options(problem))
     assert calls and not any(calls)
     check_choice(problem, result.chosen)
+
 
 def test_nothing_to_decide():
     problem = small_problem([("cnn", 0, 0.1), ("cnn", 10, 0.12)])  # deadlines nothing meets
