@@ -27,7 +27,8 @@ in one to two minutes, and most of its steps are proven optimal within a second.
 bound, though, is the relaxation's, and where jobs go binds on this workload: of the 138
 maximal instants of the relaxation's best 200-job selection, 7 cannot hold their jobs even on
 their own, and a placement must also stay put over each job's run. So on large episodes the
-bound stays a few per cent above the best known solution.
+bound stays a few per cent above the best known solution (how far any placement-blind bound can
+go: :mod:`pacopt.formulations.bound`).
 
 Each step's model is the backend's own (``milp``: Pyomo + HiGHS; ``cpsat``: CP-SAT); only the
 relaxation is shared, and its bound is valid for both. Ctrl-C (or a backend interrupted by it)
