@@ -1,0 +1,49 @@
+"""The PAC-ML paper's workload as a Python builder, and the one split of workload seeds.
+
+Every learned or tuned method in pacopt is fitted on *training* seeds and judged on *held-out*
+seeds, never the other way round:
+- ``TUNING_SEEDS`` choose the ``tuned`` baseline; RL training draws its episodes from
+  ``TRAIN_SEED_RANGE`` (which contains the tuning seeds);
+- ``HELD_OUT_SEEDS`` lie outside that range and are used only to evaluate and compare methods.
+"""
+
+from __future__ import annotations
+
+from pacopt.cluster.instance import Instance, instance_from_dict
+
+#: The five graphs of the paper's workload (PipeDream profiles, looked up by model name).
+PAPER_GRAPHS = ("alexnet", "vgg16", "resnet18", "squeezenet1_0", "gnmt")
+#: The paper's four beta distributions (``workload.py``: A uniform; B, C, D skew-normal).
+PAPER_DISTRIBUTIONS = ("A", "B", "C", "D")
+
+#: Workload seeds that training may use: [0, 10000).
+TRAIN_SEED_RANGE = (0, 10_000)
+#: Seeds on which ``tuned`` is chosen (a subset of the training range).
+TUNING_SEEDS = (0, 1, 2)
+#: Seeds kept for evaluation only: never used to train or tune anything.
+HELD_OUT_SEEDS = (10_000, 10_001, 10_002, 10_003, 10_004)
+
+
+def paper_instance_dict(dist: str = "A", seed: int = 0, num_jobs: int = 1001,
+                        preset: str = "ddls", graphs: tuple[str, ...] = PAPER_GRAPHS,
+                        interarrival_ms: float = 1000.0, horizon_ms: float | None = 1e6) -> dict:
+    """The paper's setting as ``instance.json`` data: ``num_jobs`` arrivals ``interarrival_ms``
+    apart, drawn uniformly from ``graphs``, beta from the paper's distribution ``dist``, the
+    4x4x2 cluster, 1e6 ms horizon (``horizon_ms=None`` runs every accepted job to its end)."""
+    data = {"model": {"preset": preset},
+            "graphs": {name: {"pipedream": name} for name in graphs},
+            "workload": {"graphs": list(graphs), "num_jobs": num_jobs,
+                         "interarrival_ms": interarrival_ms,
+                         "max_jct_fraction": {"paper": dist}, "seed": seed}}
+    if horizon_ms is not None:
+        data["horizon_ms"] = horizon_ms
+    return data
+
+
+def paper_instance(dist: str = "A", seed: int = 0, num_jobs: int = 1001, preset: str = "ddls",
+                   **kwargs) -> Instance:
+    """The paper's workload as an :class:`Instance` (see :func:`paper_instance_dict`); the
+    PipeDream profiles must be available (``pacopt download-pipedream`` or
+    ``$PACOPT_PIPEDREAM_DIR``)."""
+    data = paper_instance_dict(dist, seed, num_jobs, preset, **kwargs)
+    return instance_from_dict(data, source=f"paper-{dist}-seed{seed}-{num_jobs}jobs-{preset}")
