@@ -1,8 +1,9 @@
 """The JCT model: partition, place and time jobs under one preset on one cluster, with caches.
 
 :class:`JctModel` is the single place where a (graph, degree or per-op counts, placement) becomes
-a JCT. It caches at three levels so that episodes, formulations and studies stay fast:
-- placements, keyed by (graph, counts, occupied servers);
+a JCT. It caches at four levels so that episodes, formulations, studies and the learned agent stay fast:
+- first-fit plans per (graph, counts) and placements, keyed by (graph, counts, occupied servers);
+- live per-degree options (:class:`LiveOptions`), keyed by (graph, occupied servers);
 - step timings, keyed by (graph, counts, the placement's symmetry class), in memory and on disk
   (``$PACOPT_CACHE_DIR``, default ``~/.cache/pacopt``), shared by every process;
 - per-job tables (:class:`JobTable`), one per graph.
@@ -27,7 +28,7 @@ from tqdm.auto import tqdm
 
 from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.partition import op_counts, partition
-from pacopt.cluster.placement import Placement, first_fit
+from pacopt.cluster.placement import FitPlan, Placement
 from pacopt.cluster.settings import ModelSettings
 from pacopt.cluster.step import StepTiming, simulate_step
 from pacopt.cluster.topology import RampCluster
@@ -35,6 +36,7 @@ from pacopt.cluster.topology import RampCluster
 #: Bump when the timing rules change: it invalidates every on-disk timing.
 TIMING_VERSION = 1
 _PLACEMENT_CACHE_LIMIT = 200_000
+_OPTIONS_CACHE_LIMIT = 100_000
 
 
 def cache_dir() -> Path:
@@ -85,6 +87,20 @@ class JobTable:
         return out
 
 
+@dataclass(frozen=True)
+class LiveOptions:
+    """Per-degree facts of one job on the live cluster now; index ``d`` = degree (0 = reject).
+
+    ``placeable[d]``: first-fit finds room now (False at 0); ``workers[d]``: the footprint of that
+    placement (0 where not placeable); ``jct_ms[d]``: its JCT under the preset (``inf`` where not
+    placeable). Read-only numpy arrays (they are cached and shared).
+    """
+
+    placeable: np.ndarray
+    workers: np.ndarray
+    jct_ms: np.ndarray
+
+
 class JctModel:
     """Partitions, places and times jobs for one (cluster, model settings) pair."""
 
@@ -92,7 +108,10 @@ class JctModel:
         self.cluster = cluster
         self.settings = settings
         self.persist = persist
+        self._plans: dict[tuple, FitPlan] = {}
         self._placements: dict[tuple, Placement | None] = {}
+        self._options: dict[tuple, LiveOptions] = {}
+        self._live_jct: dict[tuple, float] = {}
         self._timings: dict[tuple, dict[str, StepTiming]] = {}  # per graph file -> key -> timing
         self._tables: dict[str, JobTable] = {}
 
@@ -101,14 +120,63 @@ class JctModel:
         """Per-op split counts at ``degree`` (PAC-ML's quantum rule)."""
         return op_counts(graph, degree, self.settings.quantum_ms)
 
+    def plan(self, graph: JobGraph, counts: tuple[int, ...]) -> FitPlan:
+        """The prepared first-fit of ``counts`` (cached)."""
+        key = (graph.fingerprint, counts)
+        if key not in self._plans:
+            self._plans[key] = FitPlan.build(graph, counts, self.cluster)
+        return self._plans[key]
+
     def place(self, graph: JobGraph, counts: tuple[int, ...], occupied: int = 0) -> Placement | None:
         """First-fit placement of ``counts`` avoiding the ``occupied`` servers (cached)."""
         key = (graph.fingerprint, counts, occupied)
         if key not in self._placements:
             if len(self._placements) >= _PLACEMENT_CACHE_LIMIT:
                 self._placements.clear()
-            self._placements[key] = first_fit(graph, counts, self.cluster, occupied)
+            plan = self.plan(graph, counts)
+            choice = plan.fit(occupied)
+            self._placements[key] = None if choice is None else plan.placement(choice)
         return self._placements[key]
+
+    def live_options(self, table: JobTable, occupied: int) -> LiveOptions:
+        """Per-degree placeability, footprint and JCT of ``table``'s graph placed by first-fit
+        avoiding ``occupied`` (cached by occupancy). ``ddls`` reads the JCT from the table (one
+        JCT per degree, module doc); ``physical`` times each actual placement (cached by it)."""
+        graph = table.graph
+        key = (graph.fingerprint, occupied)
+        options = self._options.get(key)
+        if options is not None:
+            return options
+        size = len(table.placed)
+        placeable = np.zeros(size, dtype=bool)
+        workers = np.zeros(size, dtype=np.int64)
+        jct = np.full(size, np.inf)
+        ddls = self.settings.preset == "ddls"
+        for d in range(1, size):
+            if not table.placed[d]:
+                continue
+            plan = self.plan(graph, table.counts[d])
+            choice = plan.fit(occupied)
+            if choice is None:
+                continue
+            placeable[d] = True
+            workers[d] = plan.footprint(choice).bit_count()
+            jct[d] = table.jct_ms[d] if ddls else self._placed_jct(plan, choice)
+        for array in (placeable, workers, jct):
+            array.flags.writeable = False
+        if len(self._options) >= _OPTIONS_CACHE_LIMIT:
+            self._options.clear()
+        options = self._options[key] = LiveOptions(placeable, workers, jct)
+        return options
+
+    def _placed_jct(self, plan: FitPlan, choice) -> float:
+        key = (plan.graph.fingerprint, plan.counts, plan.key(choice))
+        if key not in self._live_jct:
+            if len(self._live_jct) >= _PLACEMENT_CACHE_LIMIT:
+                self._live_jct.clear()
+            placement = plan.placement(choice)
+            self._live_jct[key] = self.timing(plan.graph, plan.counts, placement).jct_ms
+        return self._live_jct[key]
 
     # ----- timing ----------------------------------------------------------------------------
     def timing(self, graph: JobGraph, counts: tuple[int, ...], placement: Placement) -> Timing:

@@ -8,6 +8,13 @@ first tries the first parent (in dependency order) split the same number of ways
 block if those servers have the memory; otherwise it takes the first block, in the cluster's search
 order, whose servers hold no other job and have the memory. The job's own servers stay usable by
 its later ops. If an op finds no block, the whole job cannot be placed.
+
+The fast form (:class:`FitPlan`, behind :func:`first_fit`) rests on one observation: when memory
+cannot bind (every op's share fits on a server even if all of the job's shares landed on it),
+every op split ``m`` ways gets the first free block of size ``m`` (a reused parent block of size
+``m`` is that block too), so the placement is one first-free-block look-up per distinct count, a
+scan of integer masks cached by occupancy (:meth:`RampCluster.free_block`). Otherwise the plan
+runs the exact op-by-op scan. :func:`first_fit_reference` keeps the plain algorithm as the oracle.
 """
 
 from __future__ import annotations
@@ -76,12 +83,17 @@ class Placement:
         return self._keys[cluster]
 
 
-def first_fit(graph: JobGraph, counts: tuple[int, ...], cluster: RampCluster,
-              occupied: int = 0) -> Placement | None:
-    """Place a job with per-op ``counts`` on the servers not in the ``occupied`` bitmask.
+def first_fit_reference(graph: JobGraph, counts: tuple[int, ...], cluster: RampCluster,
+                        occupied: int = 0) -> Placement | None:
+    """The plain reference first-fit, op by op (the test oracle of :func:`first_fit`)."""
+    blocks = _scan(graph, counts, cluster, occupied)
+    return None if blocks is None else Placement(blocks)
 
-    Returns ``None`` when some op finds no block (the job is blocked for lack of placement).
-    """
+
+def _scan(graph: JobGraph, counts: tuple[int, ...], cluster: RampCluster,
+          occupied: int) -> tuple[Block, ...] | None:
+    """One block per op by the reference's rules, memory checked exactly; None if some op finds
+    no block."""
     capacity = cluster.worker_memory
     used: dict[int, float] = {}
     blocks: list[Block | None] = [None] * graph.num_ops
@@ -108,4 +120,74 @@ def first_fit(graph: JobGraph, counts: tuple[int, ...], cluster: RampCluster,
         for s in chosen.servers:
             used[s] = used.get(s, 0.0) + need / m
         blocks[k] = chosen
-    return Placement(tuple(blocks))
+    return tuple(blocks)
+
+
+#: Relative slack kept below worker memory before memory is declared unable to bind, so that the
+#: float sums of the exact scan can never decide differently from the fast path.
+_MEMORY_SLACK = 1e-9
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    """First-fit of one graph at fixed per-op ``counts``, prepared once per cluster.
+
+    :meth:`fit` returns a *choice*: with ``memory_free``, the first free block of each size in
+    ``sizes`` (in that order); otherwise the exact per-op blocks. A choice fixes the placement, so
+    its masks (:meth:`key`) key anything that depends on the placement.
+    """
+
+    graph: JobGraph
+    counts: tuple[int, ...]
+    cluster: RampCluster
+    sizes: tuple[int, ...]
+    memory_free: bool
+
+    @classmethod
+    def build(cls, graph: JobGraph, counts: tuple[int, ...], cluster: RampCluster) -> FitPlan:
+        """Prepare the plan: the distinct counts and whether memory can ever bind."""
+        if len(counts) != graph.num_ops:
+            raise ValueError(f"{len(counts)} counts for {graph.num_ops} ops of '{graph.name}'")
+        # all of the job's shares on one server still fit => no memory check can fail
+        worst = sum(op.memory_bytes / m for op, m in zip(graph.ops, counts))
+        memory_free = worst <= cluster.worker_memory * (1 - _MEMORY_SLACK)
+        return cls(graph, counts, cluster, tuple(dict.fromkeys(counts)), memory_free)
+
+    def fit(self, occupied: int) -> tuple[Block, ...] | None:
+        """The choice of blocks avoiding ``occupied`` (see the class doc); None: no room."""
+        if not self.memory_free:
+            return _scan(self.graph, self.counts, self.cluster, occupied)
+        free_block = self.cluster.free_block
+        choice = tuple(free_block(m, occupied) for m in self.sizes)
+        return None if None in choice else choice
+
+    def footprint(self, choice: tuple[Block, ...]) -> int:
+        """The workers (bitmask) a choice occupies."""
+        mask = 0
+        for block in choice:
+            mask |= block.mask
+        return mask
+
+    @staticmethod
+    def key(choice: tuple[Block, ...]) -> tuple[int, ...]:
+        """A hashable key of a choice (within one size a block's mask names it)."""
+        return tuple(block.mask for block in choice)
+
+    def placement(self, choice: tuple[Block, ...]) -> Placement:
+        """The full placement (one block per op) a choice stands for."""
+        if not self.memory_free:
+            return Placement(choice)
+        by_size = dict(zip(self.sizes, choice))
+        return Placement(tuple(by_size[m] for m in self.counts))
+
+
+def first_fit(graph: JobGraph, counts: tuple[int, ...], cluster: RampCluster,
+              occupied: int = 0) -> Placement | None:
+    """Place a job with per-op ``counts`` on the servers not in the ``occupied`` bitmask.
+
+    Returns ``None`` when some op finds no block (the job is blocked for lack of placement).
+    Equal to :func:`first_fit_reference`; hot paths keep the :class:`FitPlan` (``JctModel`` does).
+    """
+    plan = FitPlan.build(graph, counts, cluster)
+    choice = plan.fit(occupied)
+    return None if choice is None else plan.placement(choice)

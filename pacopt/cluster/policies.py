@@ -1,8 +1,10 @@
 """Online partitioning policies: at each arrival, pick a degree (0 = reject).
 
 A policy implements :class:`Policy`: ``choose(decision) -> int``. The :class:`Decision` shows the
-job, its per-degree table (empty cluster), the live cluster state, and lazily, for any degree, the
-first-fit placement against the live state and its JCT. The learned agent plugs in the same way.
+job, its per-degree table (empty cluster), the live cluster state, and the live per-degree table
+:meth:`Decision.options` (first-fit against the live state: placeable, footprint, JCT, one
+vectorised call, cached), with the placement itself for any degree on demand. The learned agent
+plugs in the same way.
 
 Two action sets are on offer. ``valid_degrees``: the degrees first-fit can place now (pacopt's
 own, used by ``min-feasible``). ``reference_degrees``: the reference's action mask, 1 and the even
@@ -24,7 +26,7 @@ import numpy as np
 
 from pacopt.cluster.errors import InputError
 from pacopt.cluster.graph import JobGraph
-from pacopt.cluster.jct import JctModel, JobTable
+from pacopt.cluster.jct import JctModel, JobTable, LiveOptions
 from pacopt.cluster.placement import Placement
 from pacopt.cluster.state import ClusterState
 
@@ -41,34 +43,36 @@ class Decision:
     table: JobTable
     state: ClusterState
     model: JctModel
-    _placements: dict[int, Placement | None] = field(default_factory=dict, repr=False)
+    _options: LiveOptions | None = field(default=None, repr=False)
 
     @property
     def max_degree(self) -> int:
         return self.table.max_degree
 
+    def options(self) -> LiveOptions:
+        """The live per-degree table (placeable, workers, JCT as placed now), indexed by degree
+        0..max; computed once per decision. Every other live query here reads it."""
+        if self._options is None:
+            self._options = self.model.live_options(self.table, self.state.occupied)
+        return self._options
+
     def placement(self, degree: int) -> Placement | None:
         """First-fit placement at ``degree`` on the servers free now (None: cannot be placed)."""
-        if degree not in self._placements:
-            counts = self.table.counts[degree] if degree else ()
-            self._placements[degree] = (self.model.place(self.graph, counts, self.state.occupied)
-                                        if degree and self.table.placed[degree] else None)
-        return self._placements[degree]
+        if not self.placeable(degree):
+            return None
+        return self.model.place(self.graph, self.table.counts[degree], self.state.occupied)
 
     def placeable(self, degree: int) -> bool:
-        return self.placement(degree) is not None
+        return bool(self.options().placeable[degree])
 
     def jct_ms(self, degree: int) -> float:
         """JCT at ``degree`` as it would be placed now; ``inf`` if it cannot be placed."""
-        placement = self.placement(degree)
-        if placement is None:
-            return math.inf
-        return self.model.timing(self.graph, self.table.counts[degree], placement).jct_ms
+        return float(self.options().jct_ms[degree])
 
     @property
     def valid_degrees(self) -> tuple[int, ...]:
         """Degrees >= 1 that can be placed now, ascending."""
-        return tuple(d for d in range(1, self.max_degree + 1) if self.placeable(d))
+        return tuple(int(d) for d in np.flatnonzero(self.options().placeable))
 
     @property
     def reference_degrees(self) -> tuple[int, ...]:
@@ -78,9 +82,8 @@ class Decision:
 
     def action_mask(self) -> np.ndarray:
         """Boolean mask over 0..max degree (0, reject, is always allowed)."""
-        mask = np.zeros(self.max_degree + 1, dtype=bool)
+        mask = self.options().placeable.copy()
         mask[0] = True
-        mask[list(self.valid_degrees)] = True
         return mask
 
 

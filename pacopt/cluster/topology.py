@@ -18,6 +18,7 @@ from functools import cached_property, lru_cache
 from pacopt.cluster.errors import InputError
 
 DIAGONAL = -1  # the third entry of a diagonal shape (the reference writes (m, m, -1))
+_FREE_BLOCK_CACHE_LIMIT = 500_000
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,26 @@ class RampCluster:
     def blocks(self, m: int) -> tuple[Block, ...]:
         """Every block for ``m`` sub-ops, in first-fit order (shape, then origin c, r, s)."""
         return _blocks(self, m)
+
+    def free_block(self, m: int, occupied: int) -> Block | None:
+        """The first block for ``m`` sub-ops (first-fit order) with no server in ``occupied``;
+        None if every one is busy. A scan of integer masks, cached by (m, occupancy): the
+        placer's inner loop."""
+        cache = self._free_blocks
+        key = (m, occupied)
+        if key not in cache:
+            if len(cache) >= _FREE_BLOCK_CACHE_LIMIT:
+                cache.clear()
+            cache[key] = next((b for b in self.blocks(m) if not b.mask & occupied), None)
+        return cache[key]
+
+    @cached_property
+    def _free_blocks(self) -> dict[tuple[int, int], Block | None]:
+        return {}
+
+    def __getstate__(self) -> dict:
+        # a cache is no part of the cluster: do not ship it to worker processes
+        return {k: v for k, v in self.__dict__.items() if k != "_free_blocks"}
 
     def block_from_label(self, label: str, m: int) -> Block:
         """The block a label names, checked to be a valid RAMP block for ``m`` sub-ops."""
