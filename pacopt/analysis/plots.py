@@ -1,0 +1,234 @@
+"""Plots of studies (matplotlib). Each function takes the tidy table, the jobs frame or a result,
+and returns a :class:`matplotlib.figure.Figure` (built without pyplot, so it works headless and in
+worker processes; in a notebook, ``%matplotlib inline`` displays it). :func:`study_plots` writes
+the ones a study's grids call for as PNGs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from pacopt.analysis.metrics import (
+    cluster_at,
+    degree_vs_beta,
+    jobs_frame,
+    load_solutions,
+    summary,
+    utilisation_over_time,
+)
+from pacopt.analysis.table import EXACT_STATUSES
+from pacopt.cluster.solution import Solution
+
+_OPT_COLOUR, _BOUND_COLOUR = "0.25", "0.65"
+
+
+def _exact_rows(table: pd.DataFrame) -> pd.Series:
+    return table["status"].isin(EXACT_STATUSES) & table["bound_accepted"].notna()
+
+
+def plot_blocking_by_distribution(table: pd.DataFrame, title: str | None = None) -> Figure:
+    """The paper's main figure: blocking rate per beta distribution per method (mean over seeds,
+    with their standard deviation), and the offline optimum as its own bar: solid up to the
+    blocking of the best bound (no policy can block less), hatched from there up to the best
+    exact incumbent's blocking (the optimum lies in the hatched part; a proven optimum has
+    none)."""
+    ok = table[table["status"] != "error"]
+    online = summary(ok[~_exact_rows(ok)], by=("distribution", "method"), metrics=("blocking_rate",))
+    exact = ok[_exact_rows(ok)].assign(
+        bound_blocking=lambda t: 1 - t["bound_accepted"] / t["arrived"])
+    # the best exact result per instance, then averaged over the instances of a distribution
+    best = exact.groupby(["distribution", "instance"]).agg(
+        blocking=("blocking_rate", "min"), bound=("bound_blocking", "max")).groupby(
+        "distribution").mean()
+    dists = list(dict.fromkeys(ok["distribution"]))
+    methods = list(dict.fromkeys(online["method"]))
+    bars = len(methods) + (1 if len(best) else 0)
+    width = 0.8 / max(bars, 1)
+    fig = Figure(figsize=(max(6.0, 1.6 * len(dists) + 0.3 * bars), 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    x = np.arange(len(dists))
+    for i, method in enumerate(methods):
+        rows = online[online["method"] == method].set_index("distribution").reindex(dists)
+        ax.bar(x + (i - (bars - 1) / 2) * width, rows["blocking_rate"], width,
+               yerr=rows["blocking_rate_std"].fillna(0), capsize=2, label=method)
+    if len(best):
+        rows = best.reindex(dists)
+        pos = x + (bars - 1 - (bars - 1) / 2) * width
+        ax.bar(pos, rows["bound"], width, color=_OPT_COLOUR,
+               label="offline optimum: blocking >= bound's")
+        ax.bar(pos, rows["blocking"] - rows["bound"], width, bottom=rows["bound"],
+               color=_BOUND_COLOUR, hatch="///", edgecolor=_OPT_COLOUR,
+               label="... and <= exact incumbent's")
+    ax.set_xticks(x, [f"β {d}" for d in dists])
+    ax.set_ylabel("blocking rate (lower is better)")
+    ax.set_title(title or "Blocking per beta distribution")
+    ax.legend(fontsize="small", ncols=min(bars, 4), loc="upper center",
+              bbox_to_anchor=(0.5, -0.1))
+    ax.grid(axis="y", alpha=0.3)
+    return fig
+
+
+def plot_blocking_vs_load(table: pd.DataFrame) -> Figure:
+    """Blocking rate against load (arrivals per second = 1000 / inter-arrival ms), one line per
+    method, one panel per beta distribution; mean over seeds with their spread."""
+    ok = table[(table["status"] != "error") & table["interarrival_ms"].notna()]
+    data = summary(ok, by=("distribution", "method", "interarrival_ms"), metrics=("blocking_rate",))
+    data["load"] = 1000.0 / data["interarrival_ms"]
+    dists = list(dict.fromkeys(data["distribution"]))
+    fig = Figure(figsize=(4.2 * len(dists), 3.8), layout="constrained")
+    axes = fig.subplots(1, len(dists), sharey=True, squeeze=False)[0]
+    for ax, dist in zip(axes, dists):
+        for method, rows in data[data["distribution"] == dist].groupby("method", sort=False):
+            rows = rows.sort_values("load")
+            ax.errorbar(rows["load"], rows["blocking_rate"], yerr=rows["blocking_rate_std"].fillna(0),
+                        marker="o", capsize=2, label=method)
+        ax.set_title(f"β {dist}")
+        ax.set_xlabel("load (job arrivals per second)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("blocking rate")
+    axes[-1].legend(fontsize="small")
+    return fig
+
+
+def plot_gap_vs_jobs(table: pd.DataFrame) -> Figure:
+    """Relative optimality gap in accepted jobs of each online method against the number of jobs:
+    solid to the exact incumbent, dashed to the bound (the true gap lies in between)."""
+    ok = table[(table["status"] != "error") & ~_exact_rows(table) & table["opt_bound"].notna()]
+    data = summary(ok, by=("method", "num_jobs"),
+                   metrics=("gap_accepted_rel", "gap_bound_accepted_rel"))
+    fig = Figure(figsize=(6.0, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    for i, (method, rows) in enumerate(data.groupby("method", sort=False)):
+        rows = rows.sort_values("num_jobs")
+        colour = f"C{i}"
+        ax.plot(rows["num_jobs"], rows["gap_accepted_rel"], "o-", color=colour, label=method)
+        ax.plot(rows["num_jobs"], rows["gap_bound_accepted_rel"], "o--", color=colour, alpha=0.6)
+    ax.plot([], [], "k-", label="to the incumbent")
+    ax.plot([], [], "k--", alpha=0.6, label="to the bound")
+    ax.set_xlabel("jobs per instance")
+    ax.set_ylabel("gap in accepted jobs (relative)")
+    ax.yaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
+    ax.set_title("How far each online method is from the offline optimum")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def plot_degree_vs_beta(jobs: pd.DataFrame, width: float = 0.05) -> Figure:
+    """Mean partition degree each method chose against the job's beta (deadline / sequential JCT),
+    from the jobs frame; marker size shows how many jobs fell in the bin."""
+    data = degree_vs_beta(jobs, by="method", width=width)
+    fig = Figure(figsize=(6.0, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    for method, rows in data.groupby("method", sort=False):
+        ax.plot(np.minimum(rows["beta_bin"] + width / 2, 1.0), rows["mean_degree"], "-",
+                alpha=0.8, label=method)
+    ax.set_xlabel("β (deadline as a fraction of the sequential JCT)")
+    ax.set_ylabel("mean degree chosen")
+    ax.set_title("Degree chosen against the deadline")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def plot_utilisation(solutions: dict[str, Solution], num_servers: int = 32,
+                     horizon_ms: float | None = None, windows: int = 100) -> Figure:
+    """Worker utilisation over time, one line per labelled result, each point the average over
+    one of ``windows`` equal windows of the episode."""
+    fig = Figure(figsize=(7.5, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    ends = [j.start_ms + j.jct_ms for s in solutions.values() for j in s.jobs
+            if j.start_ms is not None]
+    span = horizon_ms or max(ends, default=1.0)
+    for label, solution in solutions.items():
+        data = utilisation_over_time(solution, num_servers, horizon_ms, window_ms=span / windows)
+        ax.plot(data["t_ms"] / 1000, data["utilisation"], label=label, lw=1.0)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("worker utilisation")
+    ax.set_ylim(0, 1.02)
+    ax.set_title("Worker utilisation over time")
+    ax.legend(fontsize="small", loc="lower right")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def plot_cluster(solution: Solution, t_ms: float, shape: tuple[int, int, int] = (4, 4, 2)
+                 ) -> Figure:
+    """The RAMP cluster at ``t_ms``: one panel per communication group, racks as rows, servers as
+    columns; each running job has its own colour and is labelled with its id and degree, so
+    fragmentation (free servers scattered between jobs) is visible."""
+    grid = cluster_at(solution, t_ms, shape)
+    degrees = {j.id: j.degree for j in solution.jobs}
+    running = list(dict.fromkeys(j for j in grid.ravel() if j is not None))
+    colours = {job: f"C{i % 10}" for i, job in enumerate(running)}
+    groups, racks, servers = shape
+    fig = Figure(figsize=(0.8 * groups * servers + 1, 0.7 * racks + 1), layout="constrained")
+    axes = fig.subplots(1, groups, squeeze=False)[0]
+    for c, ax in enumerate(axes):
+        for r in range(racks):
+            for s in range(servers):
+                job = grid[c, r, s]
+                ax.add_patch(Rectangle((s, racks - 1 - r), 1, 1, edgecolor="0.3", lw=0.8,
+                                       facecolor=colours.get(job, "white")))
+                if job is not None:
+                    ax.text(s + 0.5, racks - 0.5 - r, f"{job}\nd={degrees[job]}",
+                            ha="center", va="center", fontsize=6.5)
+        ax.set_xlim(0, servers)
+        ax.set_ylim(0, racks)
+        ax.set_xticks(np.arange(servers) + 0.5, [f"s{s}" for s in range(servers)])
+        ax.set_yticks(np.arange(racks) + 0.5, [f"r{r}" for r in reversed(range(racks))])
+        ax.tick_params(length=0, labelsize=7)
+        ax.set_title(f"group {c}", fontsize=9)
+        ax.set_aspect("equal")
+    free = sum(j is None for j in grid.ravel())
+    fig.suptitle(f"{solution.method} at t = {t_ms / 1000:g} s: {len(running)} jobs running, "
+                 f"{free} of {grid.size} servers free", fontsize=10)
+    return fig
+
+
+def study_plots(table: pd.DataFrame, out_dir: str | Path) -> list[Path]:
+    """Write the plots each grid of a study calls for into ``out_dir`` and return their paths:
+    blocking per distribution (always), blocking vs load (several inter-arrival times), gap vs
+    jobs (exact results and several sizes), and from the results of the grid's first instance:
+    degree vs beta, utilisation over time and the cluster halfway through."""
+    out = Path(out_dir)
+    written = []
+
+    def save(fig: Figure, name: str) -> None:
+        path = out / f"{name}.png"
+        fig.savefig(path, dpi=110)
+        written.append(path)
+
+    ok = table[table["status"] != "error"]
+    for grid, rows in ok.groupby("grid", sort=False):
+        save(plot_blocking_by_distribution(rows, f"Blocking per beta distribution ({grid})"),
+             f"{grid}-blocking")
+        if rows["interarrival_ms"].nunique() > 1:
+            save(plot_blocking_vs_load(rows), f"{grid}-blocking-vs-load")
+        if _exact_rows(rows).any() and rows["num_jobs"].nunique() > 1:
+            save(plot_gap_vs_jobs(rows), f"{grid}-gap-vs-jobs")
+        first = rows[rows["instance"] == rows["instance"].iloc[0]]
+        solutions = load_solutions(out, first["cell"])
+        if not solutions:
+            continue
+        save(plot_degree_vs_beta(jobs_frame(first, solutions)), f"{grid}-degree-vs-beta")
+        labelled = {r.method: solutions[r.cell] for r in first.itertuples() if r.cell in solutions}
+        horizon = first["horizon_ms"].iloc[0]
+        horizon = None if pd.isna(horizon) else float(horizon)
+        save(plot_utilisation(labelled, int(first["num_servers"].iloc[0]), horizon),
+             f"{grid}-utilisation")
+        # the cluster under the busiest method, when the job starting nearest mid-episode starts
+        busiest = first.loc[first["worker_utilisation"].idxmax()]
+        solution = solutions[busiest["cell"]]
+        starts = [j.start_ms for j in solution.jobs if j.start_ms is not None]
+        if starts:
+            middle = (min(starts) + max(starts)) / 2
+            shape = tuple(int(v) for v in str(busiest["cluster"]).split("x"))
+            save(plot_cluster(solution, min(starts, key=lambda t: abs(t - middle)), shape),
+                 f"{grid}-cluster")
+    return written

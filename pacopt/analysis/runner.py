@@ -1,0 +1,188 @@
+"""Running a study: every cell through ``solve``, on a local process pool or on a Ray cluster.
+
+Output folder::
+
+    results/<cell>.json   the validated result of every finished cell (the result format)
+    rows.jsonl            the journal: one table row per finished (or failed) cell
+    results.parquet       the tidy table (see :mod:`pacopt.analysis.table`), also as
+    results.csv
+    *.png                 the study's plots (:func:`pacopt.analysis.plots.study_plots`)
+
+Resuming: a rerun into the same folder skips every cell whose row is in the journal with its
+result file beside it; failed cells (status ``error``, with their reason) are retried. A cell is
+recorded the moment it finishes, so an interruption (Ctrl-C, a killed machine) loses only cells
+still running. A failing cell never stops the others.
+
+Resources: a cell asks for ``threads`` CPUs (default 1). The local pool never runs more than
+``workers`` CPUs' worth of cells at once; on Ray every cell is a task with ``num_cpus`` set, so
+a 2-thread exact solve takes 2 CPUs of the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from pacopt.analysis.spec import Cell, Study
+from pacopt.analysis.table import assemble, error_row, solution_row
+
+#: Environment variables a Ray worker needs to see as the driver does (graph and cache folders).
+FORWARDED_ENV = ("PACOPT_PIPEDREAM_DIR", "PACOPT_CACHE_DIR")
+_MODELS: dict = {}  # per process: (cluster, model settings) -> JctModel, so tables are reused
+
+
+def run_cell(cell: Cell) -> tuple[dict, str | None]:
+    """Solve one cell: its table row and its result JSON (None if it failed)."""
+    from pacopt.cluster.instance import instance_from_dict, load_instance
+    from pacopt.cluster.jct import JctModel
+    from pacopt.solvers.api import solve
+
+    started = time.perf_counter()
+    try:
+        if cell.instance_file is not None:
+            instance = load_instance(cell.instance_file)
+        else:
+            instance = instance_from_dict(cell.instance_data, cell.base_dir, source=cell.id)
+        key = (instance.cluster, instance.model)
+        if key not in _MODELS:
+            _MODELS[key] = JctModel(instance.cluster, instance.model)
+        solution = solve(instance, cell.method_name, model=_MODELS[key], **cell.options)
+        return solution_row(cell, solution), solution.dumps()
+    except Exception as err:  # noqa: BLE001 - a failed cell is a row with its reason, not the end
+        reason = f"{type(err).__name__}: {err}".splitlines()[0]
+        return error_row(cell, reason, time.perf_counter() - started), None
+
+
+def run_study(study: Study, out_dir: str | Path, *, workers: int | None = None,
+              ray: bool = False, ray_address: str | None = None, progress: bool = True,
+              plots: bool = True, on_row: Callable[[dict], None] | None = None) -> pd.DataFrame:
+    """Run every unfinished cell of ``study`` into ``out_dir`` and return the tidy table.
+
+    ``workers``: local processes (default: the CPU count; 1 runs in this process), or with
+    ``ray`` the CPUs of the local Ray instance started here. ``ray_address`` joins an existing
+    Ray cluster instead (``"auto"`` or ``"ray://host:10001"``). ``on_row`` is called with each
+    finished row. The table and plots are written even when the run is interrupted.
+    """
+    out = Path(out_dir)
+    (out / "results").mkdir(parents=True, exist_ok=True)
+    rows = finished_rows(out)
+    pending = [c for c in study.cells if c.id not in rows]
+    workers = workers or os.cpu_count() or 1
+    try:
+        with tqdm(total=len(study.cells), initial=len(study.cells) - len(pending),
+                  desc=study.name, unit="cell", disable=None if progress else True) as bar, \
+                (out / "rows.jsonl").open("a") as journal:
+            execute = _on_ray(pending, ray_address, workers) if ray or ray_address else \
+                _on_pool(pending, workers)
+            for cell, row, text in execute:
+                if text is not None:
+                    _write_atomic(out / "results" / f"{cell.id}.json", text)
+                journal.write(json.dumps(row) + "\n")
+                journal.flush()
+                rows[cell.id] = row
+                bar.update()
+                if on_row is not None:
+                    on_row(row)
+    finally:
+        table = assemble(study.cells, rows)
+        write_table(table, out)
+        if plots and not table.empty:
+            from pacopt.analysis.plots import study_plots
+            study_plots(table, out)
+    return table
+
+
+def finished_rows(out_dir: str | Path) -> dict[str, dict]:
+    """Rows of the cells finished in ``out_dir``: in the journal, not failed, result on disk."""
+    out = Path(out_dir)
+    rows: dict[str, dict] = {}
+    journal = out / "rows.jsonl"
+    if journal.exists():
+        for line in journal.read_text().splitlines():
+            try:  # a line cut short by a killed process is skipped: its cell runs again
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            rows[row["cell"]] = row
+    return {cell: row for cell, row in rows.items()
+            if row["status"] != "error" and (out / "results" / f"{cell}.json").exists()}
+
+
+def read_table(out_dir: str | Path) -> pd.DataFrame:
+    """A study's tidy table (``results.parquet`` in its output folder)."""
+    return pd.read_parquet(Path(out_dir) / "results.parquet")
+
+
+def write_table(table: pd.DataFrame, out_dir: Path) -> None:
+    """Write ``results.parquet`` and ``results.csv`` atomically."""
+    for name, write in (("results.parquet", table.to_parquet), ("results.csv", table.to_csv)):
+        tmp = out_dir / (name + ".tmp")
+        write(tmp, index=False)
+        tmp.replace(out_dir / name)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+# ----- executors: each yields (cell, row, result JSON) as cells finish -------------------------------
+def _on_pool(cells: list[Cell], workers: int) -> Iterator[tuple[Cell, dict, str | None]]:
+    """A local process pool running at most ``workers`` CPUs' worth of cells (in this process
+    when ``workers`` is 1)."""
+    if workers <= 1:
+        for cell in cells:
+            yield (cell, *run_cell(cell))
+        return
+    queue, running, free = list(cells), {}, workers
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        try:
+            while queue or running:
+                while queue and min(queue[0].cpus, workers) <= free:
+                    cell = queue.pop(0)
+                    free -= min(cell.cpus, workers)
+                    running[pool.submit(run_cell, cell)] = cell
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    cell = running.pop(future)
+                    free += min(cell.cpus, workers)
+                    yield (cell, *future.result())
+        finally:
+            for future in running:
+                future.cancel()
+
+
+def _on_ray(cells: list[Cell], address: str | None, num_cpus: int
+            ) -> Iterator[tuple[Cell, dict, str | None]]:
+    """Ray tasks, one per cell, each asking for the cell's CPUs (capped at the cluster's)."""
+    import ray
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+        ray.init(address=address, num_cpus=None if address else num_cpus,
+                 include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": env} if env else None)
+    try:
+        total = int(ray.cluster_resources().get("CPU", 1))
+        task = ray.remote(run_cell)
+        refs = {task.options(num_cpus=min(cell.cpus, total)).remote(cell): cell for cell in cells}
+        try:
+            while refs:
+                done, _ = ray.wait(list(refs), num_returns=1)
+                cell = refs.pop(done[0])
+                yield (cell, *ray.get(done[0]))
+        finally:
+            for ref in refs:
+                ray.cancel(ref)
+    finally:
+        if started_here:
+            ray.shutdown()

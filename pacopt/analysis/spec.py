@@ -1,0 +1,325 @@
+"""Study files (``STUDY.yaml``): their format, checked up front, and their expansion into cells.
+
+A study is a list of grids. A grid is a set of instances (explicit ``instance.json`` files, or
+workloads generated from parameters whose list values are crossed) times a list of methods. One
+**cell** is one instance run by one method: the unit of work, of resumption and of the tidy
+table's rows. Example::
+
+    name: paper-comparison
+    grids:
+      - name: online
+        workload:
+          distributions: [A, B, C, D]   # paper names, a fixed beta, or {uniform: [lo, hi]}
+          seeds: 3                      # a count (from first_seed, default the held-out seeds)
+          num_jobs: 1001                #   or a list of seeds; lists below are crossed
+          interarrival_ms: 1000
+          preset: ddls
+        methods: [para-max, para-min, random, {name: milp, time_limit: 60, threads: 2}]
+
+Every problem is reported as one :class:`InputError` line naming the field, before anything runs:
+:func:`load_study` checks the format, the method names (against :func:`pacopt.solvers.api.
+method_known` when the api offers it) and options (against ``solve``'s signature), the
+distributions, and builds every cell's instance (so a missing instance file or graph profile is
+found at once).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from pacopt.cluster.errors import InputError
+from pacopt.cluster.instance import ClusterSpec, GraphSpec, instance_from_dict, load_instance
+from pacopt.cluster.paper import HELD_OUT_SEEDS, PAPER_DISTRIBUTIONS, PAPER_GRAPHS
+from pacopt.cluster.settings import PRESETS
+from pacopt.cluster.spec import SpecModel, field_path
+
+#: Method options every method accepts (``solve``'s keyword arguments); others are passed through
+#: to ``solve`` when its signature has them (e.g. a learned agent's checkpoint).
+_NOT_OPTIONS = {"instance", "method", "progress", "model"}
+
+
+# ----- the format ----------------------------------------------------------------------------------
+def _listify(value: Any) -> Any:
+    return value if isinstance(value, list) else [value]
+
+
+class MethodSpec(BaseModel):
+    """A method and its options; ``label`` names it in tables and plots (default: ``name``).
+    Options are open-ended here (``extra="allow"``): they are checked against ``solve()``."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+    name: str = Field(min_length=1)
+    label: str | None = Field(None, min_length=1)
+
+    @property
+    def options(self) -> dict:
+        return dict(self.model_extra or {})
+
+
+class WorkloadGrid(SpecModel):
+    """Generated workloads: every combination of the list-valued parameters, for every seed."""
+
+    graphs: list[str] | dict[str, GraphSpec] = Field(
+        list(PAPER_GRAPHS), description="PipeDream model names, or name -> graph as in "
+                                        "instance.json (paths relative to the study file)")
+    distributions: list[Any] = Field(["A"], min_length=1, description=(
+        "beta distributions: A, B, C, D (the paper's), a fixed beta, or {uniform: [lo, hi]}"))
+    seeds: Annotated[int, Field(ge=1)] | list[Annotated[int, Field(ge=0)]] = Field(
+        1, description="a number of seeds counted from first_seed, or a list of seeds")
+    first_seed: int = Field(HELD_OUT_SEEDS[0], ge=0)
+    num_jobs: list[Annotated[int, Field(ge=1)]] = [1001]
+    interarrival_ms: list[Annotated[float, Field(gt=0)]] = [1000.0]
+    preset: list[str] = ["ddls"]
+    cluster: list[ClusterSpec] = Field(default_factory=lambda: [ClusterSpec()])
+    horizon_ms: float | None = Field(None, gt=0)
+
+    @field_validator("distributions", "num_jobs", "interarrival_ms", "preset", "cluster",
+                     mode="before")
+    @classmethod
+    def _one_or_many(cls, value):
+        return _listify(value)
+
+    @field_validator("preset")
+    @classmethod
+    def _known_presets(cls, value):
+        for preset in value:
+            if preset not in PRESETS:
+                raise ValueError(f"unknown preset '{preset}'; expected one of {', '.join(PRESETS)}")
+        return value
+
+    def seed_list(self) -> list[int]:
+        if isinstance(self.seeds, int):
+            return list(range(self.first_seed, self.first_seed + self.seeds))
+        return list(self.seeds)
+
+
+class GridSpec(SpecModel):
+    """Instances (``workload`` or ``instances``) times ``methods``."""
+
+    name: str = Field("grid", pattern=r"^[A-Za-z0-9_.-]+$")
+    workload: WorkloadGrid | None = None
+    instances: list[str] = Field([], description="instance.json files, relative to the study")
+    methods: list[MethodSpec] = Field(min_length=1)
+
+    @field_validator("methods", mode="before")
+    @classmethod
+    def _method_objects(cls, value):
+        return [{"name": m} if isinstance(m, str) else m for m in _listify(value)]
+
+
+class StudySpec(SpecModel):
+    """A study: named grids of instances x methods."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    grids: list[GridSpec] = Field(min_length=1)
+
+
+# ----- cells ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Cell:
+    """One instance run by one method; ``id`` is stable across runs (it names the result file)."""
+
+    id: str
+    instance_key: str
+    method: str            # the label
+    method_name: str
+    options: dict          # keyword arguments for solve(), the run seed included
+    params: dict           # the cell's parameters, as table columns
+    instance_data: dict | None = None  # generated: instance.json data
+    instance_file: str | None = None
+    base_dir: str = "."
+
+    @property
+    def cpus(self) -> int:
+        """CPUs the cell asks for: its ``threads`` option, else 1."""
+        return int(self.options.get("threads") or 1)
+
+
+@dataclass
+class Study:
+    """A checked study: its spec, the file it came from and its cells, in table order."""
+
+    spec: StudySpec
+    path: Path | None
+    cells: list[Cell] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def load_study(path: str | Path) -> Study:
+    """Read and check ``STUDY.yaml`` and expand it into cells (raises :class:`InputError`)."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise InputError(f"cannot read study '{path}': {err.strerror}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise InputError(f"study '{path}' is not valid YAML: {str(err).splitlines()[0]}") from None
+    if isinstance(data, dict):
+        data.setdefault("name", re.sub(r"[^A-Za-z0-9_.-]", "-", path.stem))
+    return study_from_dict(data, path.parent, path=path)
+
+
+def study_from_dict(data: Any, base_dir: str | Path = ".", path: Path | None = None) -> Study:
+    """Check parsed study data and expand it; relative paths resolve against ``base_dir``."""
+    spec = StudySpec.parse(_yaml_numbers(data))
+    study = Study(spec=spec, path=path)
+    ids: set[str] = set()
+    for g, grid in enumerate(spec.grids):
+        where = ("grids", g)
+        if (grid.workload is None) == (not grid.instances):
+            raise InputError(f"{field_path(where)}: give exactly one of 'workload' and 'instances'")
+        methods = [_check_method(m, (*where, "methods", i)) for i, m in enumerate(grid.methods)]
+        instances = (_workload_instances(grid, Path(base_dir), where) if grid.workload
+                     else _file_instances(grid, Path(base_dir), where))
+        for key, params, run_seed, data_or_file in instances:
+            for method in methods:
+                options = {"seed": run_seed, **method.options}
+                label = method.label or method.name
+                cell_id = _cell_id(params["slug"], label, key, method.name, options)
+                if cell_id in ids:
+                    raise InputError(f"{field_path(where)}: method '{label}' appears twice on the "
+                                     f"same instance; give one of them a different label")
+                ids.add(cell_id)
+                study.cells.append(Cell(
+                    id=cell_id, instance_key=key, method=label, method_name=method.name,
+                    options=options, params={k: v for k, v in params.items() if k != "slug"},
+                    instance_data=data_or_file if isinstance(data_or_file, dict) else None,
+                    instance_file=data_or_file if isinstance(data_or_file, str) else None,
+                    base_dir=str(base_dir)))
+    return study
+
+
+def _yaml_numbers(data: Any) -> Any:
+    """YAML reads ``1e6`` as a string (it wants ``1.0e+6``): turn such strings into floats."""
+    if isinstance(data, dict):
+        return {k: _yaml_numbers(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_yaml_numbers(v) for v in data]
+    if isinstance(data, str) and re.fullmatch(r"[-+]?\d+(\.\d*)?[eE][-+]?\d+", data):
+        return float(data)
+    return data
+
+
+def _check_method(method: MethodSpec, loc: tuple) -> MethodSpec:
+    where = field_path(loc)
+    if not method_known(method.name):
+        from pacopt.solvers.api import METHODS
+        raise InputError(f"{where}.name: unknown method '{method.name}'; known: "
+                         f"{', '.join(METHODS)}")
+    from pacopt.solvers.api import solve
+    params = inspect.signature(solve).parameters
+    for option, value in method.options.items():
+        if option in _NOT_OPTIONS or option not in params:
+            known = [p for p in params if p not in _NOT_OPTIONS]
+            raise InputError(f"{where}.{option}: unknown method option; known: "
+                             f"label, {', '.join(known)}")
+        if option in ("time_limit",) and not (isinstance(value, (int, float)) and value > 0):
+            raise InputError(f"{where}.{option}: must be a number > 0, got {value!r}")
+        if option in ("threads", "seed") and not (isinstance(value, int) and value >= 0
+                                                  and not isinstance(value, bool)):
+            raise InputError(f"{where}.{option}: must be an integer >= 0, got {value!r}")
+    if method.options.get("threads") == 0:
+        raise InputError(f"{where}.threads: must be >= 1")
+    return method
+
+
+def method_known(name: str) -> bool:
+    """Whether ``solve`` knows method ``name``: asks the api's own check when it has one
+    (parametric names such as ``fixed:4``), else its registry."""
+    from pacopt.solvers import api
+    if hasattr(api, "method_known"):
+        return bool(api.method_known(name))
+    if hasattr(api, "method_family"):  # raises InputError for a name no family takes
+        try:
+            api.method_family(name)
+        except InputError:
+            return False
+        return True
+    return name in api.METHODS
+
+
+def _beta(value: Any, loc: tuple) -> tuple[str, Any]:
+    """A distribution entry -> (its label in tables, its instance.json form)."""
+    if isinstance(value, str) and value in PAPER_DISTRIBUTIONS:
+        return value, {"paper": value}
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1:
+        return f"{value:g}", float(value)
+    if (isinstance(value, dict) and set(value) <= {"uniform", "decimals"}
+            and isinstance(value.get("uniform"), list) and len(value["uniform"]) == 2):
+        lo, hi = value["uniform"]
+        return f"U{lo:g}-{hi:g}", {"decimals": 2, **value}
+    raise InputError(f"{field_path(loc)}: unknown beta distribution {json.dumps(value)}; expected "
+                     f"one of {', '.join(PAPER_DISTRIBUTIONS)}, a number in (0, 1] or "
+                     "{uniform: [lo, hi]}")
+
+
+def _workload_instances(grid: GridSpec, base_dir: Path, where: tuple):
+    """(instance key, params, run seed, instance data) for every generated instance of a grid."""
+    w = grid.workload
+    graphs = ({name: {"pipedream": name} for name in w.graphs} if isinstance(w.graphs, list)
+              else {name: g.model_dump(exclude_none=True) for name, g in w.graphs.items()})
+    betas = [_beta(d, (*where, "workload", "distributions", i))
+             for i, d in enumerate(w.distributions)]
+    for (label, beta), jobs, gap, preset, cluster, seed in itertools.product(
+            betas, w.num_jobs, w.interarrival_ms, w.preset, w.cluster, w.seed_list()):
+        cluster_data = cluster.model_dump(exclude={"topology"})
+        data = {"cluster": cluster_data, "model": {"preset": preset}, "graphs": graphs,
+                "workload": {"graphs": list(graphs), "num_jobs": jobs, "interarrival_ms": gap,
+                             "max_jct_fraction": beta, "seed": seed}}
+        if w.horizon_ms is not None:
+            data["horizon_ms"] = w.horizon_ms
+        shape = (f"{cluster.communication_groups}x{cluster.racks_per_group}x"
+                 f"{cluster.servers_per_rack}")
+        params = {"grid": grid.name, "distribution": label, "seed": seed, "num_jobs": jobs,
+                  "interarrival_ms": gap, "preset": preset, "cluster": shape,
+                  "num_servers": (cluster.communication_groups * cluster.racks_per_group
+                                  * cluster.servers_per_rack),
+                  "horizon_ms": w.horizon_ms, "instance_file": None,
+                  "slug": f"{grid.name}-{label}-s{seed}-n{jobs}-ia{gap:g}-{preset}-{shape}"}
+        try:  # builds the instance now: unknown graphs, missing profiles are found before running
+            instance_from_dict(data, base_dir)
+        except InputError as err:
+            raise InputError(f"{field_path(where)} ({params['slug']}): {err}") from None
+        yield _digest(data, str(base_dir)), params, seed, data
+
+
+def _file_instances(grid: GridSpec, base_dir: Path, where: tuple):
+    """(instance key, params, run seed, path) for every instance file of a grid."""
+    for i, name in enumerate(grid.instances):
+        path = (base_dir / Path(name).expanduser()).resolve()
+        try:
+            instance = load_instance(path)
+        except InputError as err:
+            raise InputError(f"{field_path((*where, 'instances', i))}: {err}") from None
+        c = instance.cluster
+        params = {"grid": grid.name, "distribution": None, "seed": None,
+                  "num_jobs": len(instance.jobs), "interarrival_ms": None,
+                  "preset": instance.model.preset,
+                  "cluster": f"{c.communication_groups}x{c.racks_per_group}x{c.servers_per_rack}",
+                  "num_servers": c.num_servers, "horizon_ms": instance.horizon_ms,
+                  "instance_file": str(path), "slug": f"{grid.name}-{path.stem}"}
+        yield _digest(str(path), path.read_bytes().hex()), params, 0, str(path)
+
+
+def _digest(*parts: Any) -> str:
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+
+
+def _cell_id(slug: str, label: str, key: str, method: str, options: dict) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", label)
+    return f"{slug}.{safe}.{_digest(key, label, method, options)}"
