@@ -111,6 +111,7 @@ class JctModel:
         self._plans: dict[tuple, FitPlan] = {}
         self._placements: dict[tuple, Placement | None] = {}
         self._options: dict[tuple, LiveOptions] = {}
+        self._table_plans: dict[str, tuple] = {}
         self._live_jct: dict[tuple, float] = {}
         self._timings: dict[tuple, dict[str, StepTiming]] = {}  # per graph file -> key -> timing
         self._tables: dict[str, JobTable] = {}
@@ -147,16 +148,20 @@ class JctModel:
         options = self._options.get(key)
         if options is not None:
             return options
+        sizes, degrees = self._live_plan(table)
+        free = [self.cluster.free_block(m, occupied) for m in sizes]  # one look-up per size
         size = len(table.placed)
         placeable = np.zeros(size, dtype=bool)
         workers = np.zeros(size, dtype=np.int64)
         jct = np.full(size, np.inf)
         ddls = self.settings.preset == "ddls"
-        for d in range(1, size):
-            if not table.placed[d]:
-                continue
-            plan = self.plan(graph, table.counts[d])
-            choice = plan.fit(occupied)
+        for d, plan, where in degrees:
+            if where is None:  # memory can bind: the exact scan
+                choice = plan.fit(occupied)
+            else:  # memory-free: the first free block of each of its sizes
+                choice = tuple(free[i] for i in where)
+                if any(block is None for block in choice):
+                    choice = None
             if choice is None:
                 continue
             placeable[d] = True
@@ -168,6 +173,22 @@ class JctModel:
             self._options.clear()
         options = self._options[key] = LiveOptions(placeable, workers, jct)
         return options
+
+    def _live_plan(self, table: JobTable) -> tuple[tuple[int, ...], tuple]:
+        """Every distinct count of the memory-free degrees, and per degree placeable on an empty
+        cluster ``(degree, plan, positions of its sizes in that list or None)`` (cached)."""
+        key = table.graph.fingerprint
+        if key not in self._table_plans:
+            sizes: dict[int, int] = {}
+            degrees = []
+            for d in range(1, len(table.placed)):
+                if table.placed[d]:
+                    plan = self.plan(table.graph, table.counts[d])
+                    where = (tuple(sizes.setdefault(m, len(sizes)) for m in plan.sizes)
+                             if plan.memory_free else None)
+                    degrees.append((d, plan, where))
+            self._table_plans[key] = (tuple(sizes), tuple(degrees))
+        return self._table_plans[key]
 
     def _placed_jct(self, plan: FitPlan, choice) -> float:
         key = (plan.graph.fingerprint, plan.counts, plan.key(choice))

@@ -158,8 +158,13 @@ class FitPlan:
         if not self.memory_free:
             return _scan(self.graph, self.counts, self.cluster, occupied)
         free_block = self.cluster.free_block
-        choice = tuple(free_block(m, occupied) for m in self.sizes)
-        return None if None in choice else choice
+        choice = []
+        for m in self.sizes:
+            block = free_block(m, occupied)
+            if block is None:
+                return None
+            choice.append(block)
+        return tuple(choice)
 
     def footprint(self, choice: tuple[Block, ...]) -> int:
         """The workers (bitmask) a choice occupies."""

@@ -107,6 +107,13 @@ def single_degree(table: JobTable, *, budget: int | None = None,
     return next((d for d in reference_degrees(table) if table.jct_ms[d] <= deadline_ms), None)
 
 
+def min_feasible(decision: Decision) -> int:
+    """The smallest degree placeable now whose JCT meets the deadline; 0 if none does."""
+    # jct_ms is inf where not placeable, so one comparison covers both conditions
+    ok = np.flatnonzero(decision.options().jct_ms <= decision.deadline_ms)
+    return int(ok[0]) if len(ok) else 0
+
+
 class Policy(Protocol):
     """An online policy. ``reset`` is called once per episode with the episode's seed."""
 
@@ -160,8 +167,7 @@ class MinFeasible(_Deterministic):
     name = "min-feasible"
 
     def choose(self, decision: Decision) -> int:
-        return next((d for d in decision.valid_degrees
-                     if decision.jct_ms(d) <= decision.deadline_ms), 0)
+        return min_feasible(decision)
 
 
 class RandomDegree:

@@ -125,19 +125,29 @@ class RampCluster:
         placer's inner loop."""
         cache = self._free_blocks
         key = (m, occupied)
-        if key not in cache:
-            if len(cache) >= _FREE_BLOCK_CACHE_LIMIT:
-                cache.clear()
-            cache[key] = next((b for b in self.blocks(m) if not b.mask & occupied), None)
-        return cache[key]
+        try:
+            return cache[key]
+        except KeyError:
+            pass
+        if len(cache) >= _FREE_BLOCK_CACHE_LIMIT:
+            cache.clear()
+        blocks = self._blocks_of.get(m)
+        if blocks is None:
+            blocks = self._blocks_of[m] = self.blocks(m)
+        found = cache[key] = next((b for b in blocks if not b.mask & occupied), None)
+        return found
 
     @cached_property
     def _free_blocks(self) -> dict[tuple[int, int], Block | None]:
         return {}
 
+    @cached_property
+    def _blocks_of(self) -> dict[int, tuple[Block, ...]]:
+        return {}  # blocks(m) without hashing the cluster for the lru_cache on every miss
+
     def __getstate__(self) -> dict:
-        # a cache is no part of the cluster: do not ship it to worker processes
-        return {k: v for k, v in self.__dict__.items() if k != "_free_blocks"}
+        # caches are no part of the cluster: do not ship them to worker processes
+        return {k: v for k, v in self.__dict__.items() if k not in ("_free_blocks", "_blocks_of")}
 
     def block_from_label(self, label: str, m: int) -> Block:
         """The block a label names, checked to be a valid RAMP block for ``m`` sub-ops."""

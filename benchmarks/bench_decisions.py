@@ -1,0 +1,124 @@
+"""Decisions per second with the live action mask and per-degree JCTs, the learned agent's hot path.
+
+    python benchmarks/bench_decisions.py [--pipedream DIR] [--seeds N] [--policy NAME]
+
+The paper workload (1001 arrivals, the five graphs, beta A, 4x4x2, horizon 1e6 ms) is played by a
+fixed policy (default ``min-feasible``); at every decision the live mask and the per-degree table
+(placeable, footprint, JCT as placed now) are computed, as the agent's observation needs them.
+Two paths, one core, per preset:
+- ``reference``: what ``Decision.action_mask()`` did before the fast path: the plain op-by-op
+  first-fit for every degree (cached by occupancy, as the old ``JctModel.place``) and a timing
+  look-up per placeable degree;
+- ``fast``: ``Decision.options()`` and ``Decision.action_mask()`` (integer-mask first-fit).
+``fresh`` is one episode per seed on a new model and cluster (cold in-memory caches, timings on
+disk warm; table building is not timed); ``shared`` plays the same seeds on one model, as an RL
+environment does across episodes. Rates are per CPU second of this process (``process_time``),
+so that other work on a shared machine does not count. Target: >= 5,000 decisions/s on the fast
+path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pacopt.cluster.jct import JctModel
+from pacopt.cluster.paper import paper_instance
+from pacopt.cluster.placement import first_fit_reference
+from pacopt.cluster.policies import Decision, make_policy
+from pacopt.cluster.simulator import OnlineEpisode
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
+
+
+def reference_options(decision: Decision, cache: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The old per-decision work: slow first-fit per degree (cached by occupancy), then JCTs."""
+    table, model, occupied = decision.table, decision.model, decision.state.occupied
+    mask = np.zeros(table.max_degree + 1, dtype=bool)
+    jct = np.full(table.max_degree + 1, np.inf)
+    mask[0] = True
+    for d in range(1, table.max_degree + 1):
+        if not table.placed[d]:
+            continue
+        key = (decision.graph.fingerprint, table.counts[d], occupied)
+        if key not in cache:
+            cache[key] = first_fit_reference(decision.graph, table.counts[d], model.cluster,
+                                             occupied)
+        if cache[key] is not None:
+            mask[d] = True
+            jct[d] = model.timing(decision.graph, table.counts[d], cache[key]).jct_ms
+    return mask, jct
+
+
+def play(instance, model: JctModel, policy_name: str, path: str, cache: dict) -> tuple[int, float]:
+    """Play one episode; returns (decisions, CPU seconds), table building excluded."""
+    for graph in instance.graphs.values():
+        model.table(graph)
+    policy = make_policy(policy_name)
+    policy.reset(0)
+    decisions = 0
+    started = time.process_time()
+    episode = OnlineEpisode(instance, model)
+    while not episode.done:
+        decision = episode.decision
+        if path == "fast":
+            decision.options()
+            decision.action_mask()
+        else:
+            reference_options(decision, cache)
+        episode.decide(int(policy.choose(decision)))
+        decisions += 1
+    return decisions, time.process_time() - started
+
+
+def measure(preset: str, path: str, seeds: list[int], policy: str) -> tuple[float, float]:
+    """(fresh, shared) decisions per second over ``seeds``."""
+    rates = []
+    for seed in seeds:
+        instance = paper_instance("A", seed, preset=preset)
+        n, seconds = play(instance, JctModel(instance.cluster, instance.model), policy, path, {})
+        rates.append(n / seconds)
+    instances = [paper_instance("A", seed, preset=preset) for seed in seeds]
+    model = JctModel(instances[0].cluster, instances[0].model)
+    cache: dict = {}
+    total_n, total_s = 0, 0.0
+    for instance in instances:
+        n, seconds = play(instance, model, policy, path, cache)
+        total_n, total_s = total_n + n, total_s + seconds
+    return float(np.mean(rates)), total_n / total_s
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pipedream", type=Path, default=SHARED,
+                        help="folder with the PipeDream <model>.txt profiles")
+    parser.add_argument("--seeds", type=int, default=3, help="episodes (workload seeds 0..N-1)")
+    parser.add_argument("--policy", default="min-feasible", help="the policy that plays")
+    args = parser.parse_args()
+    if not args.pipedream.is_dir():
+        print(f"no PipeDream profiles at {args.pipedream}", file=sys.stderr)
+        return 2
+    os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(args.pipedream))
+    os.environ["PACOPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="pacopt-bench-")
+    seeds = list(range(args.seeds))
+    print(f"Decisions/s, paper workload (beta A, 1001 jobs), policy {args.policy}, "
+          f"seeds {seeds}, live mask + per-degree table at every decision")
+    print(f"{'preset':9} {'path':10} {'fresh /s':>9} {'shared /s':>10} {'speed-up':>9}")
+    for preset in ("ddls", "physical"):
+        before = None
+        for path in ("reference", "fast"):
+            fresh, shared = measure(preset, path, seeds, args.policy)
+            gain = "" if before is None else f"{fresh / before:>8.1f}x"
+            before = before or fresh
+            print(f"{preset:9} {path:10} {fresh:>9.0f} {shared:>10.0f} {gain:>9}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
