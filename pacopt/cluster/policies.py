@@ -18,9 +18,12 @@ paper's five graphs); the paper's baselines (``sequential``, ``para-max``, ``par
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
-from typing import Protocol
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -28,7 +31,12 @@ from pacopt.cluster.errors import InputError
 from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.jct import JctModel, JobTable, LiveOptions
 from pacopt.cluster.placement import Placement
+from pacopt.cluster.paper import PAPER_DISTRIBUTIONS
 from pacopt.cluster.state import ClusterState
+from pacopt.cluster.workload import paper as paper_beta
+
+if TYPE_CHECKING:
+    from pacopt.cluster.instance import Instance
 
 
 @dataclass
@@ -43,6 +51,7 @@ class Decision:
     table: JobTable
     state: ClusterState
     model: JctModel
+    horizon_ms: float | None = None  # the episode's end, if it has one
     _options: LiveOptions | None = field(default=None, repr=False)
 
     @property
@@ -189,9 +198,126 @@ class RandomDegree:
 HEURISTICS = {cls.name: cls for cls in (Sequential, ParaMax, ParaMin, RandomDegree, MinFeasible)}
 
 
-def make_policy(name: str) -> Policy:
-    """A fresh heuristic policy by name (see :data:`HEURISTICS`)."""
+def _in_time(decision: Decision, degree: int) -> bool:
+    """``degree`` can be placed now and its JCT meets the deadline."""
+    return degree <= decision.max_degree and decision.options().jct_ms[degree] <= decision.deadline_ms
+
+
+class FixedDegree(_Deterministic):
+    """Degree K when first-fit can place it now and its JCT meets the deadline; else reject."""
+
+    def __init__(self, degree: int) -> None:
+        self.degree = degree
+        self.name = f"fixed:{degree}"
+
+    def choose(self, decision: Decision) -> int:
+        return self.degree if _in_time(decision, self.degree) else 0
+
+
+class FixedOrMin(_Deterministic):
+    """Degree K when it can be placed now and meets the deadline; else the min-feasible degree
+    (else reject)."""
+
+    def __init__(self, degree: int) -> None:
+        self.degree = degree
+        self.name = f"fixed-or-min:{degree}"
+
+    def choose(self, decision: Decision) -> int:
+        return self.degree if _in_time(decision, self.degree) else min_feasible(decision)
+
+
+#: Where ``tuned`` reads its choices (written by ``benchmarks/tune_baselines.py``).
+TUNED_PATH = Path(__file__).resolve().parents[1] / "data" / "tuned.json"
+
+
+@lru_cache(maxsize=None)
+def load_tuned(path: Path = TUNED_PATH) -> dict:
+    """The tuned choices: ``{"presets": {preset: {dist: {"choice": name, "blocking": {...}}}}}``."""
     try:
+        data = json.loads(Path(path).read_text())
+        data["presets"]["ddls"]["A"]["choice"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InputError(f"tuned baseline data {path} is missing or corrupt ({err}); "
+                         "regenerate it with benchmarks/tune_baselines.py") from None
+    return data
+
+
+def tuned_choice(distribution: str, preset: str = "ddls") -> str:
+    """The policy ``tuned`` plays for one of the paper's beta distributions (A-D) under
+    ``preset`` (the ``ddls`` choice where ``preset`` was not tuned)."""
+    presets = load_tuned()["presets"]
+    table = presets.get(preset, presets["ddls"])
+    if distribution not in table:
+        raise InputError(f"tuned: no choice for beta distribution '{distribution}'; "
+                         f"known: {', '.join(table)}")
+    return table[distribution]["choice"]
+
+
+def nearest_paper_distribution(betas) -> tuple[str, float]:
+    """The paper's beta distribution (A-D) closest to a sample of betas, by the Kolmogorov-Smirnov
+    distance, and that distance. A paper workload of a few hundred jobs is recognised surely;
+    for any other betas it is the closest one (the mean alone cannot tell A from C)."""
+    sample = np.sort(np.asarray(betas, dtype=float))
+    if not len(sample):
+        raise ValueError("no betas to compare")
+    best = ("A", math.inf)
+    for name in PAPER_DISTRIBUTIONS:
+        dist = paper_beta(name)
+        grid = np.union1d(dist.values, sample)
+        at = np.searchsorted(dist.values, grid, side="right")
+        model_cdf = np.concatenate([[0.0], np.cumsum(dist.probs)])[at]
+        sample_cdf = np.searchsorted(sample, grid, side="right") / len(sample)
+        distance = float(np.max(np.abs(model_cdf - sample_cdf)))
+        if distance < best[1]:
+            best = (name, distance)
+    return best
+
+
+class Tuned:
+    """The best fixed:K, fixed-or-min:K or heuristic for the instance's beta distribution, chosen
+    on the tuning seeds only (pacopt/data/tuned.json); its name records the choice."""
+
+    def __init__(self, instance: Instance | None = None) -> None:
+        preset = instance.model.preset if instance is not None else "ddls"
+        # the instance keeps its jobs, not its workload spec: recognise the distribution from
+        # the jobs' betas (a paper workload's own distribution; otherwise the closest; else A)
+        betas = [job.max_jct_fraction for job in instance.jobs] if instance is not None else []
+        self.distribution = nearest_paper_distribution(betas)[0] if betas else "A"
+        self.tuned_preset = preset if preset in load_tuned()["presets"] else "ddls"
+        self.choice = tuned_choice(self.distribution, self.tuned_preset)
+        self.inner = make_policy(self.choice, instance)
+        basis = "" if self.tuned_preset == preset else f", {self.tuned_preset} tuning"
+        self.name = f"tuned({self.choice}, {self.distribution}{basis})"
+
+    def reset(self, seed: int | None) -> None:
+        self.inner.reset(seed)
+
+    def choose(self, decision: Decision) -> int:
+        return self.inner.choose(decision)
+
+
+#: The baselines an agent is judged against; a name ending in ``:K`` takes a degree K >= 1.
+BASELINES = {"fixed:K": FixedDegree, "fixed-or-min:K": FixedOrMin, "tuned": Tuned}
+#: Every online policy by name (the learned agent registers itself with the solvers).
+POLICIES = {**HEURISTICS, **BASELINES}
+
+
+def make_policy(name: str, instance: Instance | None = None) -> Policy:
+    """A fresh policy by name (see :data:`POLICIES`): ``fixed:4``, ``fixed-or-min:8``, ``tuned``
+    or a heuristic. ``instance`` lets ``tuned`` recognise the beta distribution and preset and
+    bounds K by the instance's largest degree. Unknown names and bad K raise :class:`InputError`."""
+    if name in HEURISTICS:
         return HEURISTICS[name]()
-    except KeyError:
-        raise InputError(f"unknown policy '{name}'; known: {', '.join(HEURISTICS)}") from None
+    if name == "tuned":
+        return Tuned(instance)
+    family, _, arg = name.partition(":")
+    cls = BASELINES.get(f"{family}:K")
+    if cls is None or not _:
+        raise InputError(f"unknown policy '{name}'; known: {', '.join(POLICIES)}")
+    if not arg.isdigit() or int(arg) < 1:
+        raise InputError(f"policy '{name}': K must be an integer >= 1, got '{arg}'")
+    top = instance.model.max_partitions_per_op if instance is not None else None
+    if top is not None and int(arg) > top:
+        raise InputError(f"policy '{name}': K must be at most the instance's "
+                         f"max_partitions_per_op ({top})")
+    return cls(int(arg))

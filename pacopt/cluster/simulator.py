@@ -79,7 +79,7 @@ class OnlineEpisode:
                                      graph=instance.graphs[job.graph],
                                      max_jct_fraction=job.max_jct_fraction,
                                      deadline_ms=record.deadline_ms, table=table, state=self.state,
-                                     model=self.model)
+                                     model=self.model, horizon_ms=horizon)
             return
 
     def decide(self, degree: int) -> JobRecord:
