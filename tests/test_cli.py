@@ -169,10 +169,10 @@ def _bad_cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "unknown graph": ([str(small_instance(tmp / "graph.json", jobs=[
             {"id": "j0", "graph": "nosuch", "arrival_ms": 0, "max_jct_fraction": 0.5}]))],
             "unknown graph 'nosuch'"),
-        "unknown method": ([BUNDLED, "--method", "nosuch"], "invalid choice: 'nosuch'"),
+        "unknown method": ([BUNDLED, "--method", "nosuch"], "unknown method 'nosuch'"),
         "unknown flag": ([BUNDLED, "--bogus"], "unrecognized arguments: --bogus"),
         "bad seed": ([BUNDLED, "--seed", "x"], "--seed"),
-        "bad time limit": ([BUNDLED, "--time-limit", "0"], "--time-limit must be > 0"),
+        "bad time limit": ([BUNDLED, "--time-limit", "0"], "--time-limit must be a finite number of seconds > 0"),
         "no instance": ([], "instance"),
     }
 

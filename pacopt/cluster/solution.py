@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -57,6 +58,10 @@ class Solution:
     solve_seconds: float = 0.0
     validated: bool = False
     seed: int | None = None
+    #: Ctrl-C stopped the method: the solution is its incumbent then (still validated)
+    interrupted: bool = False
+    time_limit: float | None = None  # seconds the method was given (None: not time-limited)
+    threads: int | None = None  # solver threads the method used (None: single-threaded)
     metrics: dict = field(default_factory=dict)
 
     @property
@@ -77,18 +82,24 @@ class Solution:
                 "status": self.status, "accepted": self.accepted, "arrived": self.arrived,
                 "blocking_rate": self.blocking_rate, "bound_accepted": self.bound_accepted,
                 "gap": self.gap, "solve_seconds": self.solve_seconds, "validated": self.validated,
-                "seed": self.seed, "metrics": self.metrics,
+                "seed": self.seed, "interrupted": self.interrupted, "time_limit": self.time_limit,
+                "threads": self.threads, "metrics": self.metrics,
                 "jobs": [asdict(job) for job in self.jobs]}
 
     def dumps(self) -> str:
         return json.dumps(_finite(self.to_dict()), indent=1)
 
     def save(self, path: str | Path) -> None:
-        """Write the result JSON atomically (a partial file is never left behind)."""
-        path = Path(path)
+        """Write the result JSON atomically (a partial file is never left behind); InputError
+        if ``path`` cannot be written (see :func:`check_output_path`)."""
+        path = check_output_path(path)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.dumps())
-        tmp.replace(path)
+        try:
+            tmp.write_text(self.dumps())
+            tmp.replace(path)
+        except OSError as err:
+            tmp.unlink(missing_ok=True)
+            raise InputError(f"cannot write result '{path}': {err.strerror}") from None
 
     @classmethod
     def from_dict(cls, data: dict) -> Solution:
@@ -101,6 +112,8 @@ class Solution:
                        bound_accepted=data.get("bound_accepted"), gap=data.get("gap"),
                        solve_seconds=data.get("solve_seconds", 0.0),
                        validated=data.get("validated", False), seed=data.get("seed"),
+                       interrupted=data.get("interrupted", False),
+                       time_limit=data.get("time_limit"), threads=data.get("threads"),
                        metrics=data.get("metrics", {}))
         except KeyError as err:
             raise InputError(f"not a pacopt result: missing key {err}") from None
@@ -117,6 +130,21 @@ class Solution:
             raise InputError(f"cannot read result '{path}': {err.strerror}") from None
         except json.JSONDecodeError as err:
             raise InputError(f"result '{path}' is not valid JSON: {err}") from None
+
+
+def check_output_path(path: str | Path) -> Path:
+    """``path`` as a Path if a result can be written there: its folder exists and is writable
+    and it is not itself a folder; else InputError. Called before any work, so a bad ``--out``
+    costs nothing, and again when saving."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"--out '{path}' is a folder; give a file name")
+    folder = path.parent
+    if not folder.is_dir():
+        raise InputError(f"--out '{path}': folder '{folder}' does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InputError(f"--out '{path}': not writable")
+    return path
 
 
 def _finite(value):

@@ -105,11 +105,24 @@ def solve_relaxation(problem: OfflineProblem, time_limit: float | None = 10.0,
         solver.setOptionValue("time_limit", float(time_limit))
     solver.passModel(lp)
     stop = threading.Event()
-    solver.cbMipInterrupt.subscribe(lambda event: event.interrupt() if stop.is_set() else None)
+
+    def interrupt(event) -> None:
+        if stop.is_set():
+            event.interrupt()
+
+    # every phase: a stop asked during presolve or an LP solve must not wait for the MIP search
+    for callbacks in (solver.cbSimplexInterrupt, solver.cbIpmInterrupt, solver.cbMipInterrupt):
+        callbacks.subscribe(interrupt)
     with c_stdout_silenced():
         _, interrupted = run_stoppable(solver.run, stop.set)
     info = solver.getInfo()
-    value = info.mip_dual_bound if integral else info.objective_function_value
+    if integral:
+        value = info.mip_dual_bound
+    else:  # an LP stopped before its optimum has no valid bound
+        optimal = solver.getModelStatus() == highspy.HighsModelStatus.kOptimal
+        value = info.objective_function_value if optimal else math.inf
+    if not math.isfinite(value):  # stopped before any bound: every job with a degree may run
+        value = len(job_of)
     selection = {}
     if integral and info.primal_solution_status == 2:  # 2: a feasible integer solution exists
         values = solver.getSolution().col_value

@@ -1,7 +1,17 @@
-"""The front door: ``solve()`` runs a method on an instance and returns a validated solution."""
+"""The front door: ``solve()`` runs a method on an instance and returns a validated solution.
+
+**Registering a method** is one line in :data:`METHODS` (name -> one-line description, shown by
+``solve --help``). A name ending in ``:K`` is a family taking a parameter (``fixed:K`` accepts
+``fixed:4``). Methods listed in :data:`RUNNERS` run through their function (imported on
+demand); every other method is an online policy, built by
+:func:`pacopt.cluster.policies.make_policy` and run through the online simulator.
+"""
 
 from __future__ import annotations
 
+import importlib
+import math
+import random
 import time
 from pathlib import Path
 
@@ -11,13 +21,47 @@ from pacopt.cluster.jct import JctModel
 from pacopt.cluster.policies import HEURISTICS, make_policy
 from pacopt.cluster.simulator import simulate
 from pacopt.cluster.solution import Solution
-from pacopt.solvers.exact import EXACT_METHODS, run_exact
+from pacopt.formulations.interrupt import stop_requested, stoppable
+from pacopt.solvers.exact import EXACT_METHODS
 from pacopt.solvers.validate import ValidationError, validate
 
-#: Methods ``solve`` knows, with a one-line description each.
-METHODS = {**{name: "online: " + (cls.__doc__ or "").strip().split("\n")[0]
+#: Methods ``solve`` knows, with a one-line description each (see the module doc).
+METHODS = {**{name: "online: " + " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
               for name, cls in HEURISTICS.items()}, **EXACT_METHODS}
 DEFAULT_METHOD = "min-feasible"
+
+#: Methods that are not online policies: family -> (module, function), imported on demand. The
+#: function is called as ``run(instance, method, model, time_limit=, threads=, seed=,
+#: progress=)`` and returns a :class:`Solution` (not yet validated).
+RUNNERS = {name: ("pacopt.solvers.exact", "run_exact") for name in EXACT_METHODS}
+
+#: Seeds drawn for a randomised run without one fit in 31 bits (any backend takes them).
+SEED_RANGE = 2**31
+
+
+def method_family(method: str) -> str:
+    """The :data:`METHODS` key ``method`` belongs to (``fixed:4`` -> ``fixed:K``); InputError
+    naming the known methods when there is none."""
+    if method in METHODS:
+        return method
+    head, sep, _ = method.partition(":")
+    for key in METHODS:
+        if sep and key.partition(":")[0] == head and key.partition(":")[1]:
+            return key
+    raise InputError(f"--method: unknown method '{method}'; known: {', '.join(METHODS)}")
+
+
+def check_options(method: str, time_limit: float | None, threads: int | None,
+                  seed: int | None) -> None:
+    """InputError naming the option when ``method``, ``time_limit``, ``threads`` or ``seed`` is
+    out of range (checked before any work, so a bad flag costs nothing)."""
+    method_family(method)
+    if time_limit is not None and not (math.isfinite(time_limit) and time_limit > 0):
+        raise InputError(f"--time-limit must be a finite number of seconds > 0, not {time_limit}")
+    if threads is not None and threads < 1:
+        raise InputError(f"--threads must be >= 1, not {threads}")
+    if seed is not None and not 0 <= seed < SEED_RANGE:
+        raise InputError(f"--seed must be in [0, {SEED_RANGE}), not {seed}")
 
 
 def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
@@ -29,29 +73,51 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
     fails it comes back with status ``error``, ``validated=False`` and the problems in
     ``metrics["validation_problems"]``. ``time_limit`` (seconds; default 120) and ``threads``
     bound exact methods; online heuristics take one pass and ignore them. ``seed`` seeds
-    randomised methods. ``progress`` shows a progress bar (online) or prints incumbent, bound and
-    gap as they improve (exact).
+    randomised methods; without one a seed is drawn, used and recorded, so every run can be
+    repeated. ``progress`` shows a progress bar (online) or a live line with incumbent, bound and
+    gap (exact). Ctrl-C stops the method and returns what it has, with ``interrupted`` set.
     """
+    check_options(method, time_limit, threads, seed)
     if not isinstance(instance, Instance):
         instance = load_instance(instance)
-    if method not in METHODS:
-        raise InputError(f"unknown method '{method}'; known: {', '.join(METHODS)}")
-    if time_limit is not None and time_limit <= 0:
-        raise InputError("--time-limit must be > 0 seconds")
-    if threads is not None and threads < 1:
-        raise InputError("--threads must be >= 1")
+    if seed is None:
+        seed = random.randrange(SEED_RANGE)
     model = model or JctModel(instance.cluster, instance.model)
     started = time.perf_counter()
-    if method in EXACT_METHODS:
-        solution = run_exact(instance, method, model, time_limit=time_limit, threads=threads,
-                             progress=progress)
-    else:
-        solution = simulate(instance, make_policy(method), seed=seed, model=model,
-                            progress=progress)
+    family = method_family(method)
+    with stoppable():
+        if family in RUNNERS:
+            module, function = RUNNERS[family]
+            run = getattr(importlib.import_module(module), function)
+            solution = run(instance, method, model, time_limit=time_limit, threads=threads,
+                           seed=seed, progress=progress)
+        else:
+            solution = simulate(instance, _Stoppable(make_policy(method)), seed=seed, model=model,
+                                progress=progress)
+        solution.interrupted = stop_requested()
     solution.solve_seconds = time.perf_counter() - started
+    solution.seed = seed
     try:
         validate(instance, solution, JctModel(instance.cluster, instance.model))
     except ValidationError as err:
         solution.status = "error"
         solution.metrics["validation_problems"] = err.problems
     return solution
+
+
+class _Stoppable:
+    """An online policy that, once a stop is requested, rejects every job still to come: the
+    jobs decided so far stand, and the episode ends at once with a complete, valid solution."""
+
+    def __init__(self, policy):
+        self.policy = policy
+        self.name = policy.name
+
+    def reset(self, seed: int | None) -> None:
+        self.policy.reset(seed)
+
+    def choose(self, decision) -> int:
+        return 0 if stop_requested() else self.policy.choose(decision)
+
+    def __getattr__(self, name):  # anything else a policy offers
+        return getattr(self.policy, name)

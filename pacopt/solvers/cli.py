@@ -7,11 +7,14 @@ which field or file and why), 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 from pacopt.cluster.errors import InputError
+from pacopt.formulations.interrupt import EXIT_INTERRUPTED
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,7 +33,7 @@ def _run(main, argv) -> int:
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `pacopt profile cnn | head`: the reader left, nothing is lost
         sys.stderr.close()
         return 0
@@ -42,10 +45,10 @@ def _solve_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(
         prog="solve", description="Run a method on a pacopt instance and write a validated result.",
-        epilog="methods:\n" + "\n".join(f"  {k:14s} {v}" for k, v in METHODS.items()),
+        epilog="methods:\n" + "\n".join(_method_lines(METHODS)),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("instance", help="path to instance.json")
-    parser.add_argument("--method", default=DEFAULT_METHOD, choices=list(METHODS), metavar="NAME",
+    parser.add_argument("--method", default=DEFAULT_METHOD, metavar="NAME",
                         help=f"method to run (default {DEFAULT_METHOD}; list below)")
     parser.add_argument("--time-limit", type=float, metavar="S",
                         help="time limit in seconds for exact methods (default 120)")
@@ -60,25 +63,42 @@ def _solve_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _method_lines(methods: dict[str, str], width: int = 100) -> list[str]:
+    """``solve --help``'s method list: long descriptions wrap under themselves, never cut."""
+    column = max(map(len, methods)) + 4
+    lines = []
+    for name, text in methods.items():
+        wrapped = textwrap.wrap(text, width - column) or [""]
+        lines.append(f"  {name:<{column - 2}}{wrapped[0]}")
+        lines += [" " * column + rest for rest in wrapped[1:]]
+    return lines
+
+
 def solve_main(argv: list[str] | None = None) -> int:
     """Entry point of the ``solve`` command."""
     return _run(_solve, argv)
 
 
 def _solve(argv) -> int:
-    from pacopt.solvers.api import solve
+    from pacopt.cluster.instance import load_instance
+    from pacopt.cluster.solution import check_output_path
+    from pacopt.solvers.api import check_options, solve
 
     args = _solve_parser().parse_args(argv)
-    solution = solve(args.instance, args.method, time_limit=args.time_limit, threads=args.threads,
+    check_options(args.method, args.time_limit, args.threads, args.seed)  # before any work
+    out = check_output_path(args.out if args.out else Path(args.instance).with_name(
+        f"{Path(args.instance).stem}.{args.method}.result.json"))
+    instance = load_instance(args.instance)
+    solution = solve(instance, args.method, time_limit=args.time_limit, threads=args.threads,
                      seed=args.seed, progress=not (args.quiet or args.json))
-    out = Path(args.out) if args.out else Path(args.instance).with_suffix(
-        f".{args.method}.result.json")
     solution.save(out)
     if args.json:
         print(solution.dumps())
     if not args.quiet:
         _summary(solution, out, sys.stderr if args.json else sys.stdout)
-    return 0 if solution.validated else 1
+    if not solution.validated:
+        return 1
+    return EXIT_INTERRUPTED if solution.interrupted else 0
 
 
 def _summary(solution, out: Path, stream) -> None:
@@ -91,47 +111,113 @@ def _summary(solution, out: Path, stream) -> None:
             ("blocked by reason", ", ".join(f"{k} {v}" for k, v in
                                             m.get("blocked_by_reason", {}).items())),
             ("worker utilisation", f"{m.get('worker_utilisation', 0):.3f}"),
-            ("validated", "yes" if solution.validated else "NO: " + "; ".join(
-                m.get("validation_problems", [])[:3])),
-            ("solve time", f"{solution.solve_seconds:.3f} s"), ("result", str(out))]
+            ("validated", "yes" if solution.validated else "NO:"),
+            *(("", problem) for problem in m.get("validation_problems", [])),
+            ("solve time", f"{solution.solve_seconds:.3f} s" + (
+                f" (limit {solution.time_limit:g} s, {solution.threads} threads)"
+                if solution.time_limit is not None else "")),
+            ("seed", str(solution.seed)),
+            *([("interrupted", "yes: the best solution found so far")]
+              if solution.interrupted else []),
+            ("result", str(out))]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}", file=stream)
 
 
 # ----- pacopt ---------------------------------------------------------------------------------------
+#: ``pacopt`` subcommands: name -> (module, function, one-line help). Registering a subcommand is
+#: one entry here; its module is imported only when it runs, and ``function(argv) -> int`` parses
+#: its own arguments (with :func:`command_parser`) and returns the exit code.
+COMMANDS = {
+    "profile": ("pacopt.solvers.cli", "profile_command",
+                "per-degree table of one graph on an empty cluster"),
+    "job": ("pacopt.solvers.cli", "job_command",
+            "job-level optimum: per-op split counts for one graph"),
+    "validate": ("pacopt.solvers.cli", "validate_command",
+                 "re-check a result file against its instance"),
+    "download-pipedream": ("pacopt.solvers.cli", "download_command",
+                           "fetch the public PipeDream profiles (internet)"),
+    "schema": ("pacopt.solvers.cli", "schema_command", "print the instance JSON Schema"),
+    "train": ("pacopt.learned.cli", "train_command",
+              "train the learned partitioner (imitation, then MaskablePPO); resumable"),
+}
+
+
+def command_parser(name: str, description: str) -> argparse.ArgumentParser:
+    """The argument parser of subcommand ``name``: a bad flag is a one-line InputError."""
+    return _Parser(prog=f"pacopt {name}", description=description)
+
+
 def pacopt_main(argv: list[str] | None = None) -> int:
     """Entry point of the ``pacopt`` command."""
     return _run(_pacopt, argv)
 
 
 def _pacopt(argv) -> int:
-    parser = _Parser(prog="pacopt", description="pacopt tools")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    p = sub.add_parser("profile", help="per-degree table of one graph on an empty cluster")
-    p.add_argument("graph", help="a PipeDream graph.txt, an inline-graph .json, a bundled example "
-                                 "name (cnn, resnet, transformer) or a downloaded PipeDream model")
-    p.add_argument("--preset", choices=["ddls", "physical"], default="ddls")
-    p.add_argument("--json", action="store_true", help="print a JSON list of rows")
-    j = sub.add_parser("job", help="job-level optimum: per-op split counts for one graph")
-    j.add_argument("graph", help="as for `pacopt profile`")
-    goal = j.add_mutually_exclusive_group(required=True)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:
+        raise InputError(f"a command is required; known: {', '.join(COMMANDS)} (see --help)")
+    if argv[0] in ("-h", "--help"):
+        width = max(map(len, COMMANDS))
+        print("usage: pacopt COMMAND [ARGS]  (pacopt COMMAND --help for its options)\n\ncommands:")
+        for name, (_, _, text) in COMMANDS.items():
+            print(f"  {name:<{width}}  {text}")
+        return 0
+    if argv[0] not in COMMANDS:
+        raise InputError(f"unknown command '{argv[0]}'; known: {', '.join(COMMANDS)}")
+    module, function, _ = COMMANDS[argv[0]]
+    return getattr(importlib.import_module(module), function)(argv[1:])
+
+
+def _graph_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("graph", help="a PipeDream graph.txt, an inline-graph .json, a bundled "
+                                      "example name (cnn, resnet, transformer) or a downloaded "
+                                      "PipeDream model")
+    parser.add_argument("--preset", choices=["ddls", "physical"], default="ddls")
+
+
+def profile_command(argv: list[str]) -> int:
+    """``pacopt profile GRAPH``: the per-degree table of one graph on an empty cluster."""
+    parser = command_parser("profile", "Per-degree table of one graph on an empty cluster.")
+    _graph_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print a JSON list of rows")
+    return _profile(parser.parse_args(argv))
+
+
+def job_command(argv: list[str]) -> int:
+    """``pacopt job GRAPH --budget W | --deadline-ms T``: the job-level optimum."""
+    parser = command_parser("job", "Job-level optimum: per-op split counts for one graph.")
+    _graph_argument(parser)
+    goal = parser.add_mutually_exclusive_group(required=True)
     goal.add_argument("--budget", type=int, help="minimise the JCT using at most this many workers")
     goal.add_argument("--deadline-ms", type=float, help="minimise the workers meeting this JCT")
-    j.add_argument("--preset", choices=["ddls", "physical"], default="ddls")
-    j.add_argument("--backend", choices=["milp", "cpsat"], default="milp")
-    j.add_argument("--time-limit", type=float, default=60.0, metavar="S")
-    j.add_argument("--json", action="store_true", help="print the plan as JSON")
-    v = sub.add_parser("validate", help="re-check a result file against its instance")
-    v.add_argument("instance")
-    v.add_argument("result")
-    d = sub.add_parser("download-pipedream", help="fetch the public PipeDream profiles (internet)")
-    d.add_argument("models", nargs="*", help="models to fetch (default: all 14)")
-    d.add_argument("--dest", help="folder (default: ~/.cache/pacopt/pipedream)")
-    sub.add_parser("schema", help="print the instance JSON Schema")
-    args = parser.parse_args(argv)
-    return {"profile": _profile, "job": _job, "validate": _validate,
-            "download-pipedream": _download, "schema": _schema}[args.command](args)
+    parser.add_argument("--backend", choices=["milp", "cpsat"], default="milp")
+    parser.add_argument("--time-limit", type=float, default=60.0, metavar="S")
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    return _job(parser.parse_args(argv))
+
+
+def validate_command(argv: list[str]) -> int:
+    """``pacopt validate INSTANCE RESULT``: exit 0 if the result is valid, 1 if not."""
+    parser = command_parser("validate", "Re-check a result file against its instance.")
+    parser.add_argument("instance")
+    parser.add_argument("result")
+    return _validate(parser.parse_args(argv))
+
+
+def download_command(argv: list[str]) -> int:
+    """``pacopt download-pipedream [MODEL ...]``: fetch the public PipeDream profiles."""
+    parser = command_parser("download-pipedream", "Fetch the public PipeDream profiles.")
+    parser.add_argument("models", nargs="*", help="models to fetch (default: all 14)")
+    parser.add_argument("--dest", help="folder (default: ~/.cache/pacopt/pipedream)")
+    return _download(parser.parse_args(argv))
+
+
+def schema_command(argv: list[str]) -> int:
+    """``pacopt schema``: print the instance JSON Schema."""
+    command_parser("schema", "Print the instance JSON Schema.").parse_args(argv)
+    return _schema()
 
 
 def _profile(args) -> int:
@@ -232,7 +318,7 @@ def _download(args) -> int:
     return 0
 
 
-def _schema(args) -> int:
+def _schema() -> int:
     from pacopt.cluster.instance import instance_json_schema
 
     print(json.dumps(instance_json_schema(), indent=1))

@@ -8,7 +8,9 @@ search).
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
 
 from pacopt.cluster.instance import Instance
@@ -17,8 +19,9 @@ from pacopt.cluster.metrics import episode_metrics
 from pacopt.cluster.policies import make_policy
 from pacopt.cluster.simulator import simulate
 from pacopt.cluster.solution import Solution
-from pacopt.formulations.bound import worker_count_bound
+from pacopt.formulations.bound import solve_relaxation
 from pacopt.formulations.decomposition import solve_decomposed
+from pacopt.formulations.interrupt import stop_requested
 from pacopt.formulations.offline import ExactResult, build_problem, to_solution
 from pacopt.formulations.warm import warm_start_from
 
@@ -34,38 +37,56 @@ BOUND_TIME_LIMIT = 10.0  # seconds the bound method gives the relaxation's integ
 
 
 def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: float | None,
-              threads: int | None, progress: bool) -> Solution:
-    """Solve the offline problem of ``instance`` with ``method`` (see :data:`EXACT_METHODS`)."""
+              threads: int | None, seed: int | None = None, progress: bool = False) -> Solution:
+    """Solve the offline problem of ``instance`` with ``method`` (see :data:`EXACT_METHODS`).
+
+    A stop request (Ctrl-C, :mod:`pacopt.formulations.interrupt`) ends the search with its
+    incumbent and bound; one made before the search starts skips it, keeping the warm start and
+    the trivial bound (the jobs that have any option). ``seed`` is accepted for a uniform runner
+    signature; the backends are seeded by their defaults. ``progress`` shows a live line.
+    """
     started = time.perf_counter()
     limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
-    problem = build_problem(instance, model)
-    best = max((simulate(instance, make_policy(name), model=model) for name in WARM_HEURISTICS),
-               key=lambda s: s.accepted)
-    start = warm_start_from(problem, best)
-    report = _reporter(started) if progress else None
-    if method == "bound":
-        bound = worker_count_bound(problem, min(BOUND_TIME_LIMIT, limit))
-        result = ExactResult(chosen=start, status="feasible", bound_accepted=bound,
-                             seconds=time.perf_counter() - started)
-        if report:
-            report(result.seconds, len(start), bound)
-    else:
-        remaining = max(1.0, limit - (time.perf_counter() - started))
-        result = solve_decomposed(problem, _backend(method), time_limit=remaining,
-                                  threads=threads, warm_start=start, progress=report)
-        if result.interrupted:
-            print("interrupted: returning the best known solution", file=sys.stderr)
+    with LiveLine(started, enabled=progress) as live:
+        problem = build_problem(instance, model)
+        best = max((simulate(instance, make_policy(name), model=model) for name in WARM_HEURISTICS),
+                   key=lambda s: s.accepted)
+        start = warm_start_from(problem, best)
+        trivial = sum(1 for options in problem.by_job if options)
+        live(time.perf_counter() - started, len(start), trivial)
+        if stop_requested():
+            result = ExactResult(chosen=start, status="feasible", bound_accepted=trivial,
+                                 seconds=time.perf_counter() - started)
+        elif method == "bound":
+            relaxation = solve_relaxation(problem, min(BOUND_TIME_LIMIT, limit))
+            result = ExactResult(chosen=start, status="feasible", bound_accepted=relaxation.bound,
+                                 seconds=time.perf_counter() - started,
+                                 interrupted=relaxation.interrupted)
+            live(result.seconds, len(start), relaxation.bound)
+        else:
+            remaining = max(1.0, limit - (time.perf_counter() - started))
+            result = solve_decomposed(problem, _backend(method), time_limit=remaining,
+                                      threads=threads, warm_start=start, progress=live)
     bound = result.bound_accepted
     chosen = result.chosen if len(result.chosen) >= len(start) else start
     status = "error" if result.status == "error" else (
         "optimal" if bound == len(chosen) else "feasible")
     solution = to_solution(problem, chosen, method=method, status=status, bound_accepted=bound,
                            solve_seconds=time.perf_counter() - started)
+    solution.time_limit, solution.threads = limit, threads or available_cores()
     solution.metrics = episode_metrics(instance, solution)
     solution.metrics["warm_start_accepted"] = len(start)
     solution.metrics["warm_start_method"] = best.method
     solution.metrics["trace"] = result.trace
     return solution
+
+
+def available_cores() -> int:
+    """The cores this process may run on (what the solvers use when not told)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
 
 
 def _backend(method: str):
@@ -77,10 +98,56 @@ def _backend(method: str):
     return solve_cpsat
 
 
-def _reporter(started: float):
-    """A progress callback printing one line to stderr whenever incumbent or bound improve."""
-    def report(seconds: float, incumbent: int | None, bound: int | None) -> None:
+class LiveLine:
+    """Exact methods' progress on stderr: ``[elapsed] incumbent I  bound B  gap G``.
+
+    Call it with ``(seconds, incumbent, bound)`` on every improvement (from any thread). On a
+    terminal one line is redrawn twice a second, so the clock moves while the solver is silent;
+    elsewhere (a log file, a pipe) a line is printed per improvement only.
+    """
+
+    def __init__(self, started: float, enabled: bool = True, stream=None):
+        self.started, self.enabled = started, enabled
+        self.stream = stream or sys.stderr
+        self.incumbent: int | None = None
+        self.bound: int | None = None
+        self.live = enabled and self.stream.isatty()
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._ticker = threading.Thread(target=self._tick, name="live-line", daemon=True)
+
+    def __enter__(self) -> LiveLine:
+        if self.live:
+            self._ticker.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.live:
+            self._done.set()
+            self._ticker.join()
+            self._write(f"\r{self.line(time.perf_counter() - self.started)}\n")
+
+    def __call__(self, seconds: float, incumbent: int | None, bound: int | None) -> None:
+        with self._lock:
+            changed = (incumbent, bound) != (self.incumbent, self.bound)
+            self.incumbent, self.bound = incumbent, bound
+        if self.enabled and not self.live and changed:  # seconds since the run started
+            self._write(self.line(time.perf_counter() - self.started) + "\n")
+
+    def line(self, seconds: float) -> str:
+        """The progress line at ``seconds`` after the start."""
+        incumbent, bound = self.incumbent, self.bound
         gap = "" if not incumbent or bound is None else f"  gap {(bound - incumbent) / bound:6.2%}"
-        print(f"[{seconds:8.1f} s] incumbent {incumbent if incumbent is not None else '-':>5}  "
-              f"bound {bound if bound is not None else '-':>5}{gap}", file=sys.stderr, flush=True)
-    return report
+        return (f"[{seconds:8.1f} s] incumbent {incumbent if incumbent is not None else '-':>5}  "
+                f"bound {bound if bound is not None else '-':>5}{gap}")
+
+    def _tick(self) -> None:
+        while not self._done.wait(0.5):
+            self._write(f"\r{self.line(time.perf_counter() - self.started)}")
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):  # the terminal went away: progress is not worth a crash
+            self.enabled = self.live = False
