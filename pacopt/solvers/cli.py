@@ -141,6 +141,8 @@ COMMANDS = {
     "schema": ("pacopt.solvers.cli", "schema_command", "print the instance JSON Schema"),
     "train": ("pacopt.learned.cli", "train_command",
               "train the learned partitioner (imitation, then MaskablePPO); resumable"),
+    "study": ("pacopt.analysis.cli", "study_command",
+              "run a study (grids of instances x methods; local pool or --ray); resumable"),
 }
 
 
