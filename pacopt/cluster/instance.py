@@ -21,7 +21,16 @@ from pacopt.cluster.graph import JobGraph, graph_from_dict
 from pacopt.cluster.graph_sources import find_pipedream
 from pacopt.cluster.pipedream import PIPEDREAM_MODELS, read_pipedream
 from pacopt.cluster.settings import PRESETS, ModelSettings
-from pacopt.cluster.spec import SpecModel, field_path, tagged_union
+from pacopt.cluster.spec import (
+    MAX_DEPS,
+    MAX_FILE_BYTES,
+    MAX_JOBS,
+    MAX_OPS,
+    MAX_SERVERS,
+    SpecModel,
+    field_path,
+    tagged_union,
+)
 from pacopt.cluster.topology import RampCluster
 from pacopt.cluster.workload import (
     Beta,
@@ -31,8 +40,8 @@ from pacopt.cluster.workload import (
     require_graph,
 )
 
-__all__ = ["Instance", "InstanceSpec", "JobSpec", "SCHEMA_PATH", "instance_from_dict",
-           "instance_json_schema", "load_instance", "write_schema"]
+__all__ = ["Instance", "InstanceSpec", "JobSpec", "SCHEMA_PATH", "check_file", "instance_from_dict",
+           "instance_json_schema", "load_instance", "read_json_file", "write_schema"]
 
 #: Where the committed JSON schema lives (shipped as package data).
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "instance.schema.json"
@@ -43,16 +52,25 @@ class ClusterSpec(SpecModel):
     """The RAMP cluster; every field defaults to PAC-ML's 4 x 4 x 2 A100 cluster."""
 
     topology: Literal["ramp"] = "ramp"
-    communication_groups: int = Field(RampCluster.communication_groups, ge=1)
-    racks_per_group: int = Field(RampCluster.racks_per_group, ge=1,
+    communication_groups: int = Field(RampCluster.communication_groups, ge=1, le=MAX_SERVERS)
+    racks_per_group: int = Field(RampCluster.racks_per_group, ge=1, le=MAX_SERVERS,
                                  description="at most communication_groups")
-    servers_per_rack: int = Field(RampCluster.servers_per_rack, ge=1)
-    channels: int = Field(RampCluster.channels, ge=1, description="channels per link direction")
+    servers_per_rack: int = Field(RampCluster.servers_per_rack, ge=1, le=MAX_SERVERS)
+    channels: int = Field(RampCluster.channels, ge=1, le=1024,
+                          description="channels per link direction")
     total_node_bandwidth: float = Field(RampCluster.total_node_bandwidth, gt=0,
                                         description="bytes/s; a channel gets 1/communication_groups")
     propagation_latency: float = Field(RampCluster.propagation_latency, ge=0, description="seconds")
     worker_io_latency: float = Field(RampCluster.worker_io_latency, ge=0, description="seconds")
     worker_memory: float = Field(RampCluster.worker_memory, gt=0, description="bytes")
+
+    @model_validator(mode="after")
+    def _not_too_large(self) -> Self:
+        servers = self.communication_groups * self.racks_per_group * self.servers_per_rack
+        if servers > MAX_SERVERS:
+            raise ValueError(f"communication_groups x racks_per_group x servers_per_rack = "
+                             f"{servers} servers; pacopt handles at most {MAX_SERVERS}")
+        return self
 
 
 class ModelSpec(SpecModel):
@@ -60,9 +78,9 @@ class ModelSpec(SpecModel):
 
     preset: Literal[PRESETS] = Field(ModelSettings.preset, description=(
         "ddls reproduces the reference simulator's numbers; physical uses consistent units"))
-    max_partitions_per_op: int = Field(ModelSettings.max_partitions_per_op, ge=1)
+    max_partitions_per_op: int = Field(ModelSettings.max_partitions_per_op, ge=1, le=MAX_SERVERS)
     quantum_ms: float = Field(ModelSettings.quantum_ms, gt=0, description="minimum sub-op time (ms)")
-    training_steps: int = Field(ModelSettings.training_steps, ge=1)
+    training_steps: int = Field(ModelSettings.training_steps, ge=1, le=10**9)
 
 
 class OpSpec(SpecModel):
@@ -79,9 +97,9 @@ class OpSpec(SpecModel):
 class InlineGraph(SpecModel):
     """A forward graph given inline; the backward graph is derived from it."""
 
-    ops: list[OpSpec] = Field(min_length=1)
+    ops: list[OpSpec] = Field(min_length=1, max_length=MAX_OPS)
     deps: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = Field(
-        [], description="[source, destination] op id pairs (acyclic)")
+        [], max_length=MAX_DEPS, description="[source, destination] op id pairs (acyclic)")
     join: str | None = Field(None, description="the op whose backward op starts the backward pass "
                                                "(default: the last op without children)")
     name: str | None = Field(None, description="informational; the key in graphs names the graph")
@@ -131,7 +149,7 @@ class InstanceSpec(SpecModel):
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     model: ModelSpec = Field(default_factory=ModelSpec)
     graphs: dict[str, GraphSpec] = Field(min_length=1)
-    jobs: list[JobEntry] = []
+    jobs: list[JobEntry] = Field([], max_length=MAX_JOBS)
     workload: WorkloadSpec | None = None
     horizon_ms: float | None = Field(None, gt=0, description=(
         "stop the episode here; jobs still running, or arriving at or after it, count as blocked"))
@@ -140,6 +158,10 @@ class InstanceSpec(SpecModel):
     def _has_jobs(self) -> Self:
         if not self.jobs and self.workload is None:
             raise ValueError("give explicit 'jobs', a 'workload', or both")
+        total = len(self.jobs) + (self.workload.num_jobs if self.workload else 0)
+        if total > MAX_JOBS:
+            raise ValueError(f"{total} jobs (explicit and generated); pacopt handles at most "
+                             f"{MAX_JOBS}")
         return self
 
 
@@ -195,7 +217,11 @@ class Instance:
 def load_instance(path: str | Path) -> Instance:
     """Read and check an ``instance.json``; relative paths in it resolve against its folder."""
     path = Path(path)
-    return instance_from_dict(_read_json(path), path.parent, source=str(path))
+    data = read_json_file(path, "instance")
+    if isinstance(data, dict) and "ops" in data and "graphs" not in data:
+        raise InputError(f"'{path}' is a graph, not an instance: profile it with `pacopt profile "
+                         f"{path}`, or name it in an instance's graphs")
+    return instance_from_dict(data, path.parent, source=str(path))
 
 
 def instance_from_dict(data: Any, base_dir: str | Path = ".", *, source: str | None = None) -> Instance:
@@ -233,28 +259,56 @@ def _load_graph(name: str, entry: SpecModel, base_dir: Path) -> JobGraph:
     where = field_path(("graphs", name))
     try:
         if isinstance(entry, PipedreamGraph):
-            return read_pipedream(_pipedream_path(entry.pipedream, base_dir), name)
+            path = _pipedream_path(entry.pipedream, base_dir)
+            check_file(path, "PipeDream graph")
+            return read_pipedream(path, name)
         if isinstance(entry, GraphFile):
             path = base_dir / Path(entry.file).expanduser()
             where += f" (file '{path}')"
-            entry = InlineGraph.parse(_read_json(path))
+            entry = InlineGraph.parse(read_json_file(path, "graph"))
         return graph_from_dict(entry.model_dump(exclude_none=True), name)
     except InputError as err:
         raise InputError(f"{where}: {err}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{where}: the PipeDream file is not UTF-8 text") from None
 
 
-def _read_json(path: Path) -> Any:
+def check_file(path: str | Path, what: str = "file") -> Path:
+    """``path`` if it is a readable file of at most :data:`MAX_FILE_BYTES` (checked before
+    reading it); else InputError saying which ``what`` and why."""
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise InputError(f"{what} '{path}' is a folder, not a file")
+        size = path.stat().st_size
+    except OSError as err:
+        raise InputError(f"cannot read {what} '{path}': {err.strerror}") from None
+    if size > MAX_FILE_BYTES:
+        raise InputError(f"{what} '{path}' is {size / 2**20:.0f} MB; pacopt reads files of at "
+                         f"most {MAX_FILE_BYTES // 2**20} MB")
+    return path
+
+
+def read_json_file(path: str | Path, what: str = "file") -> Any:
+    """The parsed JSON of file ``path`` (checked by :func:`check_file`); InputError naming the
+    ``what`` and why for an unreadable, oversized, non-UTF-8 or invalid file."""
+    path = check_file(path, what)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
-        raise InputError(f"cannot read '{path}': {err.strerror}") from None
+        raise InputError(f"cannot read {what} '{path}': {err.strerror}") from None
     except UnicodeDecodeError:
-        raise InputError(f"'{path}' is not UTF-8 text") from None
+        raise InputError(f"{what} '{path}' is not UTF-8 text") from None
+    if path.suffix == ".txt" and not text.lstrip().startswith(("{", "[")):
+        raise InputError(f"{what} '{path}' is not JSON (a PipeDream graph? name it in an "
+                         "instance's graphs as {\"pipedream\": path})")
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise InputError(f"'{path}' is not valid JSON: {err.msg} at line {err.lineno}, "
+        raise InputError(f"{what} '{path}' is not valid JSON: {err.msg} at line {err.lineno}, "
                          f"column {err.colno}") from None
+    except RecursionError:
+        raise InputError(f"{what} '{path}': JSON nested too deeply") from None
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pacopt.cluster.errors import InputError
@@ -103,33 +103,85 @@ class Solution:
 
     @classmethod
     def from_dict(cls, data: dict) -> Solution:
-        """Read a result JSON dict back (the derived summary keys are recomputed, not trusted)."""
-        try:
-            names = {f.name for f in fields(JobRecord)}
-            jobs = [JobRecord(**{k: v for k, v in job.items() if k in names}) for job in data["jobs"]]
-            return cls(method=data["method"], preset=data["preset"], status=data["status"],
-                       jobs=jobs, instance=data.get("instance"),
-                       bound_accepted=data.get("bound_accepted"), gap=data.get("gap"),
-                       solve_seconds=data.get("solve_seconds", 0.0),
-                       validated=data.get("validated", False), seed=data.get("seed"),
-                       interrupted=data.get("interrupted", False),
-                       time_limit=data.get("time_limit"), threads=data.get("threads"),
-                       metrics=data.get("metrics", {}))
-        except KeyError as err:
-            raise InputError(f"not a pacopt result: missing key {err}") from None
-        except (TypeError, AttributeError) as err:
-            raise InputError(f"not a pacopt result: {err}") from None
+        """Read a result JSON dict back, checking every field's type (InputError naming the
+        first wrong one); the derived summary keys are recomputed, not trusted."""
+        if not isinstance(data, dict):
+            raise InputError("not a pacopt result: must be a JSON object")
+        _check_fields(data, _SOLUTION_TYPES, "")
+        if not isinstance(data["jobs"], list):
+            raise InputError("not a pacopt result: jobs must be a list")
+        for i, job in enumerate(data["jobs"]):
+            if not isinstance(job, dict):
+                raise InputError(f"not a pacopt result: jobs[{i}] must be an object")
+            _check_fields(job, _JOB_TYPES, f"jobs[{i}].")
+        jobs = [JobRecord(**{k: v for k, v in job.items() if k in _JOB_TYPES})
+                for job in data["jobs"]]
+        return cls(jobs=jobs, **{k: v for k, v in data.items()
+                                 if k in _SOLUTION_TYPES and k != "jobs"})
 
     @classmethod
     def load(cls, path: str | Path) -> Solution:
+        """Read a result file; InputError naming the file and why if it is not one."""
+        from pacopt.cluster.instance import read_json_file  # the one checked JSON reader
+
+        data = read_json_file(path, "result")
         try:
-            return cls.from_dict(json.loads(Path(path).read_text()))
+            return cls.from_dict(data)
         except InputError as err:
             raise InputError(f"result '{path}': {err}") from None
-        except OSError as err:
-            raise InputError(f"cannot read result '{path}': {err.strerror}") from None
-        except json.JSONDecodeError as err:
-            raise InputError(f"result '{path}' is not valid JSON: {err}") from None
+
+
+# ----- reading results back: field types ------------------------------------------------------
+_NUMBER, _INT, _TEXT, _FLAG = "a number", "an integer", "a string", "true or false"
+#: field -> (kind, may be null, required); the result format of DESIGN.md section 5.
+_SOLUTION_TYPES = {
+    "method": (_TEXT, False, True), "preset": (_TEXT, False, True),
+    "status": (_TEXT, False, True), "jobs": ("a list", False, True),
+    "instance": (_TEXT, True, False), "bound_accepted": (_INT, True, False),
+    "gap": (_NUMBER, True, False), "solve_seconds": (_NUMBER, False, False),
+    "validated": (_FLAG, False, False), "seed": (_INT, True, False),
+    "interrupted": (_FLAG, False, False), "time_limit": (_NUMBER, True, False),
+    "threads": (_INT, True, False), "metrics": ("an object", False, False),
+}
+_JOB_TYPES = {
+    "id": (_TEXT, False, True), "graph": (_TEXT, False, True),
+    "arrival_ms": (_NUMBER, False, True), "max_jct_fraction": (_NUMBER, False, True),
+    "deadline_ms": (_NUMBER, False, True), "accepted": (_FLAG, False, True),
+    "degree": (_INT, False, False), "workers": ("a list of strings", False, False),
+    "blocks": ("a list of strings", False, False), "start_ms": (_NUMBER, True, False),
+    "jct_ms": (_NUMBER, True, False), "comm_overhead_ms": (_NUMBER, True, False),
+    "reason": (_TEXT, True, False),
+}
+
+
+def _is(kind: str, value) -> bool:
+    if kind == _NUMBER:
+        return (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value))
+    if kind == _INT:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == _TEXT:
+        return isinstance(value, str)
+    if kind == _FLAG:
+        return isinstance(value, bool)
+    if kind == "a list":
+        return isinstance(value, list)
+    if kind == "an object":
+        return isinstance(value, dict)
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _check_fields(data: dict, types: dict, where: str) -> None:
+    """InputError naming the first field of ``data`` missing or of the wrong type."""
+    for key, (kind, nullable, required) in types.items():
+        if key not in data:
+            if required:
+                raise InputError(f"not a pacopt result: missing key '{where}{key}'")
+            continue
+        value = data[key]
+        if not (value is None and nullable) and not _is(kind, value):
+            raise InputError(f"not a pacopt result: {where}{key} must be {kind}"
+                             f"{' or null' if nullable else ''}, got {json.dumps(value)[:40]}")
 
 
 def check_output_path(path: str | Path) -> Path:

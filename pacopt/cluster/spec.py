@@ -25,6 +25,16 @@ from pydantic_core import PydanticCustomError
 
 from pacopt.cluster.errors import InputError
 
+# ----- size limits --------------------------------------------------------------------------------
+# Far above real use (the paper: 1001 jobs on 32 servers, graphs of tens to hundreds of ops), and
+# checked before anything is allocated, so that a typo (num_jobs 1e12, a 100000 x 1000 x 2
+# cluster) is one line of error instead of minutes of work and an out-of-memory crash.
+MAX_JOBS = 1_000_000  # explicit and generated jobs together
+MAX_SERVERS = 4096  # communication_groups x racks_per_group x servers_per_rack
+MAX_OPS = 100_000  # forward ops of one graph
+MAX_DEPS = 1_000_000  # forward dependencies of one graph
+MAX_FILE_BYTES = 256 * 2**20  # an instance, graph or result file
+
 # ----- instance-format models ---------------------------------------------------------------------
 _TAGS: set[str] = set()  # union-member tags: pydantic puts them in error locations; we drop them
 
@@ -48,13 +58,27 @@ def _got(value: Any) -> str:
         return "an object"
     if isinstance(value, list):
         return "a list"
-    return json.dumps(value, default=repr)
+    text = json.dumps(value, default=repr)
+    return text if len(text) <= 60 else text[:57] + "..."  # one readable line
+
+
+#: Problems one error line lists; the rest are counted (a file with a million bad jobs must
+#: still give a line a terminal can show).
+LISTED_PROBLEMS = 20
 
 
 def _describe(err: ValidationError, loc: tuple = ()) -> str:
-    """One line for a pydantic error: the first problem's field path and reason (JSON terms)."""
+    """One line for a pydantic error: every problem's field path and reason (JSON terms), up to
+    :data:`LISTED_PROBLEMS` of them."""
     errors = err.errors(include_url=False)
-    first = errors[0]
+    shown = [_problem(error, loc) for error in errors[:LISTED_PROBLEMS]]
+    extra = len(errors) - len(shown)
+    return "; ".join(shown) + (f" (and {extra} more problem{'s' if extra > 1 else ''})"
+                               if extra else "")
+
+
+def _problem(first: dict, loc: tuple) -> str:
+    """``path: reason`` for one pydantic error."""
     parts = loc + tuple(p for p in first["loc"] if p not in _TAGS)
     kind = first["type"]
     if kind == "unknown_field":
@@ -74,9 +98,7 @@ def _describe(err: ValidationError, loc: tuple = ()) -> str:
         reason = ("must be an object" if kind in ("model_type", "dict_type")
                   else first["msg"].replace("Input should be", "must be", 1))
         reason += f", got {_got(first['input'])}"
-    extra = len(errors) - 1
-    more = f" (and {extra} more problem{'s' if extra > 1 else ''})" if extra else ""
-    return f"{field_path(parts) or 'instance'}: {reason}{more}"
+    return f"{field_path(parts) or 'instance'}: {reason}"
 
 
 class SpecModel(BaseModel):

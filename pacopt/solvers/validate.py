@@ -28,8 +28,7 @@ class ValidationError(Exception):
 
     def __init__(self, problems: list[str]):
         self.problems = problems
-        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-        super().__init__("; ".join(problems[:5]) + more)
+        super().__init__("; ".join(problems))
 
 
 def find_problems(instance: Instance, solution: Solution, model: JctModel | None = None) -> list[str]:
