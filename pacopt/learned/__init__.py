@@ -1,0 +1,13 @@
+"""The learned partitioner (PAC-ML's idea on pacopt's model).
+
+- :mod:`~pacopt.learned.features`: what the agent sees of a decision (job graph, cluster, and
+  per degree the live first-fit outcome), as fixed-size arrays;
+- :mod:`~pacopt.learned.env`: the gymnasium environment over
+  :class:`~pacopt.cluster.simulator.OnlineEpisode`, one decision per arriving job;
+- :mod:`~pacopt.learned.gnn`: the torch-geometric graph encoder and the masked actor-critic
+  policy for sb3-contrib's MaskablePPO;
+- :mod:`~pacopt.learned.train`: imitation warm start plus MaskablePPO, resumable, with a CSV
+  curve;
+- :mod:`~pacopt.learned.agent`: the trained agent as a pacopt ``Policy`` (``--method pac-ml``)
+  and the shipped checkpoints.
+"""

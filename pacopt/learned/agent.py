@@ -1,0 +1,104 @@
+"""The trained agent as a pacopt ``Policy`` (``solve --method pac-ml``), and its checkpoints.
+
+A checkpoint is a MaskablePPO ``.zip`` saved by :mod:`pacopt.learned.train`. The package ships
+``checkpoints/general-<preset>.zip`` (trained across the four beta distributions; beta is in the
+observation) and, where they beat it on held-out seeds, per-distribution fine-tunes
+``checkpoints/<A|B|C|D>-<preset>.zip``; see ``checkpoints/README.md`` for how each was trained and
+how it scored. The agent plays deterministically: the most likely degree under the live mask.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from pacopt.cluster.errors import InputError
+from pacopt.cluster.instance import Instance
+from pacopt.cluster.policies import Decision, nearest_paper_distribution
+from pacopt.learned.features import Observer
+from pacopt.learned.gnn import degree_distribution, greedy_degree
+
+CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
+
+
+def default_checkpoint(preset: str = "ddls", distribution: str | None = None) -> Path:
+    """The shipped checkpoint for ``preset``: the fine-tune of ``distribution`` if one is shipped,
+    else the general agent."""
+    if distribution is not None:
+        tuned = CHECKPOINT_DIR / f"{distribution}-{preset}.zip"
+        if tuned.is_file():
+            return tuned
+    path = CHECKPOINT_DIR / f"general-{preset}.zip"
+    if not path.is_file():
+        raise InputError(f"no shipped pac-ml checkpoint for preset '{preset}' ({path.name}); "
+                         "train one with `pacopt train` and pass --checkpoint")
+    return path
+
+
+@lru_cache(maxsize=8)
+def load_checkpoint(path: str):
+    """Load a MaskablePPO checkpoint's policy (cached); a missing or corrupt file is an
+    :class:`InputError` naming it."""
+    from sb3_contrib import MaskablePPO
+
+    file = Path(path)
+    if not file.is_file():
+        raise InputError(f"checkpoint '{file}' not found")
+    try:
+        model = MaskablePPO.load(file, device="cpu")
+    except (zipfile.BadZipFile, KeyError, ValueError, RuntimeError, EOFError, OSError) as err:
+        raise InputError(f"checkpoint '{file}' is not a pacopt agent checkpoint: "
+                         f"{type(err).__name__}") from None
+    policy = model.policy
+    policy.set_training_mode(False)
+    return policy
+
+
+class LearnedPolicy:
+    """The PAC-ML-style agent: a GNN policy choosing each arriving job's degree."""
+
+    name = "pac-ml"
+
+    def __init__(self, instance: Instance | None = None, checkpoint: str | Path | None = None):
+        """``checkpoint`` defaults to the shipped one for the instance's preset (a
+        per-distribution fine-tune when one is shipped for the instance's beta distribution)."""
+        if checkpoint:
+            path = Path(checkpoint)
+        else:
+            preset = instance.model.preset if instance is not None else "ddls"
+            betas = [job.max_jct_fraction for job in instance.jobs] if instance is not None else []
+            path = default_checkpoint(preset, nearest_paper_distribution(betas)[0] if betas else None)
+        self.checkpoint = str(path)
+        self.policy = load_checkpoint(str(path.resolve()))
+        self._observers: dict[tuple, Observer] = {}
+
+    def reset(self, seed: int | None) -> None:
+        """The agent is deterministic: nothing to reset."""
+
+    def _observer(self, decision: Decision) -> Observer:
+        key = (decision.state.cluster, decision.model.settings)
+        if key not in self._observers:
+            observer = Observer(*key)
+            expected = self.policy.observation_space["actions"].shape
+            if observer.observation_space()["actions"].shape != expected:
+                raise InputError(f"checkpoint '{self.checkpoint}' was trained for degrees "
+                                 f"0..{expected[0] - 1}; this instance allows "
+                                 f"0..{observer.num_actions - 1}")
+            self._observers[key] = observer
+        return self._observers[key]
+
+    def choose(self, decision: Decision) -> int:
+        observer = self._observer(decision)
+        mask = observer.mask(decision)
+        if mask.sum() == 1:
+            return 0  # nothing but reject is worth choosing: skip the network
+        return greedy_degree(self.policy, observer.observe(decision), mask)
+
+    def probabilities(self, decision: Decision) -> np.ndarray:
+        """The agent's probability of each degree (0..max) for ``decision``."""
+        observer = self._observer(decision)
+        dist = degree_distribution(self.policy, observer.observe(decision), observer.mask(decision))
+        return dist.distribution.probs[0].numpy()

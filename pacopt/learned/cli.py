@@ -1,0 +1,45 @@
+"""``pacopt train``: train (or resume training) the learned partitioner on the paper workload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pacopt.cluster.errors import InputError
+from pacopt.cluster.paper import PAPER_DISTRIBUTIONS
+from pacopt.solvers.cli import command_parser
+
+
+def train_command(argv: list[str]) -> int:
+    """``pacopt train --dist A|B|C|D|all [--preset P] [--minutes N] [--out DIR] [--resume]``."""
+    parser = command_parser("train", "Train the learned partitioner (imitation warm start, then "
+                                     "MaskablePPO) on the paper workload; resumable.")
+    parser.add_argument("--dist", default="all", choices=[*PAPER_DISTRIBUTIONS, "all"],
+                        help="beta distribution of the training episodes (default: all four)")
+    parser.add_argument("--preset", choices=["ddls", "physical"], default="ddls")
+    parser.add_argument("--minutes", type=float, default=60.0,
+                        help="wall-clock budget of this run (default 60)")
+    parser.add_argument("--steps", type=int, help="stop after this many environment steps")
+    parser.add_argument("--out", default="runs/pac-ml", help="output folder (default runs/pac-ml)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out")
+    parser.add_argument("--init", metavar="CHECKPOINT",
+                        help="start from this checkpoint instead of the warm start (fine-tuning)")
+    parser.add_argument("--envs", type=int, default=2, help="parallel environments (default 2)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--teacher", default="tuned",
+                        help="policy imitated by the warm start (default tuned; 'none' to skip)")
+    args = parser.parse_args(argv)
+    if not args.minutes > 0 or args.minutes == float("inf"):
+        raise InputError("--minutes must be a finite number > 0")
+    if args.envs < 1 or args.seed < 0 or (args.steps is not None and args.steps < 1):
+        raise InputError("--envs and --steps must be >= 1, --seed >= 0")
+
+    from pacopt.learned.train import TrainConfig, train
+
+    dists = PAPER_DISTRIBUTIONS if args.dist == "all" else (args.dist,)
+    config = TrainConfig(distributions=dists, preset=args.preset, minutes=args.minutes,
+                         max_steps=args.steps, envs=args.envs, seed=args.seed,
+                         teacher="" if args.teacher == "none" else args.teacher,
+                         init=args.init)
+    best = train(config, Path(args.out), resume=args.resume)
+    print(f"best checkpoint: {best}")
+    return 0

@@ -1,0 +1,145 @@
+"""The gymnasium environment: one decision per arriving job, over pacopt's online simulator.
+
+Each ``reset`` draws a new episode from a *workload family*: the base instance's cluster, model,
+graphs and horizon, with a fresh job stream whose beta distribution and seed are drawn from the
+family (by default the paper's four distributions and the training seed range of
+:mod:`pacopt.cluster.paper`, so evaluation seeds are never seen). ``step(degree)`` decides the
+waiting job through :class:`~pacopt.cluster.simulator.OnlineEpisode` (first-fit on the live
+cluster, exactly as every other policy) and moves to the next arrival.
+
+Rewards (``reward=``): ``"acceptance"`` (PAC-ML's, the default) +1 when the job is accepted and
+-1 when it is blocked for any reason; ``"accepted"`` +1 / 0. Both are known at decision time:
+a job's JCT is fixed when it is placed, so its fate (deadline, horizon) is too.
+
+``action_masks()`` (sb3-contrib's protocol) allows reject and the degrees that first-fit can
+place now and that meet the deadline; every other degree blocks the job exactly as reject does.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from pacopt.cluster.errors import InputError
+from pacopt.cluster.instance import Instance, instance_from_dict
+from pacopt.cluster.jct import JctModel
+from pacopt.cluster.paper import (PAPER_DISTRIBUTIONS, TRAIN_SEED_RANGE, paper_instance_dict)
+from pacopt.cluster.simulator import OnlineEpisode
+from pacopt.cluster.workload import generate_jobs
+from pacopt.learned.features import Observer
+
+REWARDS = ("acceptance", "accepted")
+
+
+@dataclass
+class WorkloadFamily:
+    """Episodes that share a cluster, a model, graphs and a horizon, with job streams drawn from
+    ``workload`` (an instance's ``workload`` JSON section) with each episode's own seed and beta
+    distribution."""
+
+    base: Instance
+    workload: dict
+    distributions: tuple[str, ...] = PAPER_DISTRIBUTIONS
+    seed_range: tuple[int, int] = TRAIN_SEED_RANGE
+
+    @classmethod
+    def paper(cls, distributions: tuple[str, ...] = PAPER_DISTRIBUTIONS, preset: str = "ddls",
+              num_jobs: int = 1001, seed_range: tuple[int, int] = TRAIN_SEED_RANGE,
+              **kwargs) -> WorkloadFamily:
+        """The paper's workload family (see :func:`pacopt.cluster.paper.paper_instance_dict`)."""
+        for dist in distributions:
+            if dist not in PAPER_DISTRIBUTIONS:
+                raise InputError(f"unknown beta distribution '{dist}'; expected one of "
+                                 f"{', '.join(PAPER_DISTRIBUTIONS)}")
+        data = paper_instance_dict("A", 0, num_jobs, preset, **kwargs)
+        workload = data.pop("workload")
+        base = instance_from_dict({**data, "jobs": [{"id": "probe", "graph": workload["graphs"][0],
+                                                       "arrival_ms": 0, "max_jct_fraction": 1}]},
+                                  source="paper")
+        return cls(replace(base, jobs=[]), workload, tuple(distributions), seed_range)
+
+    def instance(self, distribution: str, seed: int) -> Instance:
+        """The episode of ``distribution`` and workload ``seed``."""
+        workload = copy.deepcopy(self.workload)
+        workload["seed"] = int(seed)
+        workload["max_jct_fraction"] = {"paper": distribution}
+        jobs = generate_jobs(workload, self.base.graphs)
+        return replace(self.base, jobs=jobs,
+                       source=f"{self.base.source or 'family'}-{distribution}-seed{seed}")
+
+    def draw(self, rng: np.random.Generator) -> tuple[Instance, dict]:
+        """A random episode of the family, and what was drawn."""
+        distribution = self.distributions[int(rng.integers(len(self.distributions)))]
+        seed = int(rng.integers(*self.seed_range))
+        return self.instance(distribution, seed), {"distribution": distribution, "seed": seed}
+
+
+class PartitionEnv(gym.Env):
+    """One decision per arriving job: action = degree (0 = reject). See the module doc."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, family: WorkloadFamily, reward: str = "acceptance"):
+        if reward not in REWARDS:
+            raise InputError(f"unknown reward '{reward}'; known: {', '.join(REWARDS)}")
+        self.family = family
+        self.reward = reward
+        base = family.base
+        self.observer = Observer(base.cluster, base.model)
+        self.model = JctModel(base.cluster, base.model)  # shared by every episode: warm caches
+        self.observation_space = self.observer.observation_space()
+        self.action_space = spaces.Discrete(self.observer.num_actions)
+        self.episode: OnlineEpisode | None = None
+        self._final_obs = {k: np.zeros(s.shape, s.dtype) for k, s in self.observation_space.items()}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start a new episode; ``options`` may fix ``{"distribution": "B", "seed": 10001}``."""
+        super().reset(seed=seed)
+        options = options or {}
+        if "seed" in options:
+            distribution = options.get("distribution", self.family.distributions[0])
+            instance = self.family.instance(distribution, options["seed"])
+            info = {"distribution": distribution, "seed": int(options["seed"])}
+        else:
+            instance, info = self.family.draw(self.np_random)
+        self.episode = OnlineEpisode(instance, self.model)
+        self._skip_empty()
+        return self._observe(), info
+
+    def _skip_empty(self) -> None:
+        """An episode whose every job arrives after the horizon has nothing to decide; such a
+        family is a user error."""
+        if self.episode.done:
+            raise InputError("the workload has no job to decide before the horizon")
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        if self.episode.done:
+            return {key: value.copy() for key, value in self._final_obs.items()}
+        return self.observer.observe(self.episode.decision)
+
+    def step(self, action):
+        if self.episode is None or self.episode.done:
+            raise RuntimeError("call reset() before step()")
+        record = self.episode.decide(int(action))
+        if self.reward == "acceptance":
+            reward = 1.0 if record.accepted else -1.0
+        else:
+            reward = 1.0 if record.accepted else 0.0
+        terminated = self.episode.done
+        info = {"accepted": record.accepted, "reason": record.reason, "degree": record.degree}
+        if terminated:
+            records = self.episode.records
+            info["blocking_rate"] = 1.0 - sum(r.accepted for r in records) / len(records)
+        return self._observe(), reward, terminated, False, info
+
+    def action_masks(self) -> np.ndarray:
+        """Allowed actions now (sb3-contrib's MaskablePPO reads this)."""
+        if self.episode is None or self.episode.done:
+            mask = np.zeros(self.observer.num_actions, dtype=bool)
+            mask[0] = True
+            return mask
+        return self.observer.mask(self.episode.decision)

@@ -1,0 +1,261 @@
+"""What the agent sees of one decision, as fixed-size arrays (a gymnasium ``Dict`` observation).
+
+PAC-ML's observation (``reference/pacml-paper-digest.md`` 4.2) is the unpartitioned job graph
+(node and edge features for the GNN), a job vector and two cluster numbers. pacopt keeps the graph
+and adds what the paper lacked, because the choice hinges on it:
+- per degree, what first-fit would do on the live cluster *now*: can it be placed, does its JCT
+  meet the deadline (and the horizon), how many workers it takes, its worker-time, and how much
+  of the cluster stays free and unfragmented (free blocks of 16, 8 and 4) once it is placed;
+- the cluster's fragmentation: the share of free blocks of every RAMP size, and when the next
+  running jobs finish and how many workers they return.
+
+Keys of an observation:
+- ``node_x`` (MAX_NODES x NODE_DIM), ``edge_index`` (2 x MAX_EDGES, -1 = padding), ``edge_x``
+  (MAX_EDGES x EDGE_DIM), ``graph_sig`` (4): the forward graph, padded; graphs with more ops than
+  MAX_NODES are coarsened into MAX_NODES contiguous segments of their topological order, so any
+  graph can be observed; ``graph_sig`` identifies the graph so the encoder embeds each distinct
+  graph once per batch;
+- ``globals`` (GLOBAL_DIM): job, graph and cluster features;
+- ``actions`` ((max degree + 1) x ACTION_DIM): one row per degree, 0 = reject.
+
+All features are normalised to about [0, 1]; times relative to the job's own deadline or on a
+log scale, so that graphs and clusters never seen in training give familiar numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from gymnasium import spaces
+
+from pacopt.cluster.graph import JobGraph
+from pacopt.cluster.policies import Decision
+from pacopt.cluster.settings import ModelSettings
+from pacopt.cluster.simulator import EPS_MS
+from pacopt.cluster.topology import RampCluster
+
+MAX_NODES = 256
+MAX_EDGES = 512
+NODE_DIM = 7
+EDGE_DIM = 2
+#: RAMP group sizes whose free-block shares describe fragmentation (those of a 4x4x2 cluster).
+BLOCK_SIZES = (1, 2, 3, 4, 6, 8, 9, 16)
+#: Sizes whose free blocks are counted again after each candidate placement.
+AFTER_SIZES = (16, 8, 4)
+NEXT_COMPLETIONS = 4
+GLOBAL_DIM = 10 + len(BLOCK_SIZES) + 2 * NEXT_COMPLETIONS + 1
+ACTION_DIM = 12 + len(AFTER_SIZES)
+
+
+def _log(x: float, decades: float) -> float:
+    """log10(1 + x) / decades: a positive quantity spanning ``decades`` orders on about [0, 1]."""
+    return math.log10(1.0 + max(x, 0.0)) / decades
+
+
+@dataclass(frozen=True)
+class GraphArrays:
+    """A job graph as padded arrays (see the module doc)."""
+
+    node_x: np.ndarray
+    edge_index: np.ndarray
+    edge_x: np.ndarray
+    sig: np.ndarray
+    features: tuple[float, ...]  # graph-level: log #ops, log #deps, log total memory
+
+
+def _segments(graph: JobGraph) -> np.ndarray:
+    """Segment index per op: ops themselves, or MAX_NODES contiguous runs of the topological
+    order for larger graphs."""
+    n = graph.num_ops
+    segment = np.arange(n)
+    if n > MAX_NODES:
+        order = np.asarray(graph.topological_order)
+        segment[order] = np.arange(n) * MAX_NODES // n
+    return segment
+
+
+def encode_graph(graph: JobGraph) -> GraphArrays:
+    """The padded node/edge arrays of ``graph`` (PAC-ML's features plus absolute scales)."""
+    seg = _segments(graph)
+    k = int(seg.max()) + 1
+    fwd = np.zeros(k)
+    bwd = np.zeros(k)
+    act = np.zeros(k)
+    mem = np.zeros(k)
+    for i, op in enumerate(graph.ops):
+        fwd[seg[i]] += op.forward_ms
+        bwd[seg[i]] += op.backward_ms
+        act[seg[i]] = max(act[seg[i]], op.activation_bytes)
+        mem[seg[i]] += op.memory_bytes
+    depth = np.zeros(graph.num_ops)
+    for v in graph.topological_order:
+        for u in graph.predecessors[v]:
+            depth[v] = max(depth[v], depth[u] + 1)
+    seg_depth = np.zeros(k)
+    np.maximum.at(seg_depth, seg, depth)
+    edges: dict[tuple[int, int], float] = {}
+    for u, v in graph.deps:
+        a, b = int(seg[u]), int(seg[v])
+        if a != b:
+            edges[(a, b)] = edges.get((a, b), 0.0) + graph.ops[u].activation_bytes
+    if len(edges) > MAX_EDGES:  # keep the heaviest dependencies of a coarsened graph
+        edges = dict(sorted(edges.items(), key=lambda e: -e[1])[:MAX_EDGES])
+
+    def rel(x: np.ndarray) -> np.ndarray:
+        top = x.max()
+        return x / top if top > 0 else np.zeros_like(x)
+
+    node_x = np.zeros((MAX_NODES, NODE_DIM), dtype=np.float32)
+    node_x[:k] = np.stack([rel(fwd), rel(bwd), rel(mem), rel(act), rel(seg_depth),
+                           np.log10(1 + fwd) / 3, np.log10(1 + mem) / 12], axis=1)
+    edge_index = np.full((2, MAX_EDGES), -1, dtype=np.float32)
+    edge_x = np.zeros((MAX_EDGES, EDGE_DIM), dtype=np.float32)
+    if edges:
+        pairs = np.array(list(edges), dtype=np.float32).T
+        sizes = np.array(list(edges.values()))
+        edge_index[:, :len(edges)] = pairs
+        edge_x[:len(edges)] = np.stack([rel(sizes), np.log10(1 + sizes) / 12], axis=1)
+    digest = hashlib.blake2b(graph.fingerprint.encode(), digest_size=6).digest()
+    sig = np.array([int.from_bytes(digest[:3], "big"), int.from_bytes(digest[3:], "big"), k,
+                    len(edges)], dtype=np.float32)  # 24-bit halves are exact in float32
+    total_memory = sum(op.memory_bytes for op in graph.ops)
+    features = (_log(graph.num_ops, 4), _log(len(graph.deps), 4), _log(total_memory, 12))
+    return GraphArrays(node_x, edge_index, edge_x, sig, features)
+
+
+class _BlockCounter:
+    """Counts free blocks per RAMP size on an occupancy bitmask (numpy over the block masks when
+    the cluster fits in 64 bits, Python integers otherwise)."""
+
+    def __init__(self, cluster: RampCluster, sizes: tuple[int, ...]):
+        self.wide = cluster.num_servers > 64
+        self.masks = {}
+        for m in sizes:
+            masks = [b.mask for b in cluster.blocks(m)] if m <= cluster.num_servers else []
+            self.masks[m] = masks if self.wide else np.array(masks, dtype=np.uint64)
+
+    def free_share(self, m: int, occupied: int) -> float:
+        """Share of the size-``m`` blocks that are wholly free under ``occupied``."""
+        return float(self.free_shares(m, [occupied])[0])
+
+    def free_shares(self, m: int, occupied: list[int]) -> np.ndarray:
+        """:meth:`free_share` for several occupancies at once."""
+        masks = self.masks[m]
+        if len(masks) == 0:
+            return np.zeros(len(occupied))
+        if self.wide:
+            return np.array([sum(1 for mask in masks if not mask & occ) / len(masks)
+                             for occ in occupied])
+        occ = np.array(occupied, dtype=np.uint64)[:, None]
+        return np.count_nonzero((masks[None, :] & occ) == 0, axis=1) / len(masks)
+
+
+class Observer:
+    """Builds observations and masks for decisions on one cluster under one model setting."""
+
+    def __init__(self, cluster: RampCluster, settings: ModelSettings):
+        self.cluster = cluster
+        self.settings = settings
+        self.num_actions = settings.max_partitions_per_op + 1
+        self._blocks = _BlockCounter(cluster, tuple(sorted(set(BLOCK_SIZES + AFTER_SIZES))))
+        self._graphs: dict[str, GraphArrays] = {}
+
+    def observation_space(self) -> spaces.Dict:
+        """The ``Dict`` space of :meth:`observe`."""
+        inf = np.float32(np.inf)
+        box = lambda shape, low=-inf, high=inf: spaces.Box(low, high, shape, np.float32)  # noqa: E731
+        return spaces.Dict({
+            "node_x": box((MAX_NODES, NODE_DIM)),
+            "edge_index": box((2, MAX_EDGES), -1.0, float(MAX_NODES)),
+            "edge_x": box((MAX_EDGES, EDGE_DIM)),
+            "graph_sig": box((4,), 0.0, float(2 ** 24)),
+            "globals": box((GLOBAL_DIM,)),
+            "actions": box((self.num_actions, ACTION_DIM)),
+        })
+
+    def graph(self, graph: JobGraph) -> GraphArrays:
+        if graph.fingerprint not in self._graphs:
+            self._graphs[graph.fingerprint] = encode_graph(graph)
+        return self._graphs[graph.fingerprint]
+
+    def mask(self, decision: Decision) -> np.ndarray:
+        """Degrees worth choosing: reject, and every degree first-fit can place now whose JCT
+        meets the deadline and ends by the horizon (any other degree blocks the job as reject
+        does, or worse: a job cut by the horizon holds its workers until then)."""
+        options = decision.options()
+        limit = min(decision.deadline_ms, self._remaining_ms(decision) + EPS_MS)
+        mask = options.placeable & (options.jct_ms <= limit)
+        mask[0] = True
+        return mask
+
+    def observe(self, decision: Decision) -> dict[str, np.ndarray]:
+        """The observation of ``decision`` (fresh arrays, owned by the caller)."""
+        g = self.graph(decision.graph)
+        return {"node_x": g.node_x.copy(), "edge_index": g.edge_index.copy(),
+                "edge_x": g.edge_x.copy(), "graph_sig": g.sig.copy(), "globals": self._globals(decision, g),
+                "actions": self._actions(decision)}
+
+    # ----- the parts ---------------------------------------------------------------------------
+    @staticmethod
+    def _remaining_ms(decision: Decision) -> float:
+        """Time left until the episode's horizon (inf without one)."""
+        if decision.horizon_ms is None:
+            return math.inf
+        return max(decision.horizon_ms - decision.state.now_ms, 0.0)
+
+    def _globals(self, decision: Decision, g: GraphArrays) -> np.ndarray:
+        state, n = decision.state, self.cluster.num_servers
+        now, deadline = state.now_ms, decision.deadline_ms
+        seq = decision.table.seq_jct_ms
+        remaining = self._remaining_ms(decision)
+        job = [decision.max_jct_fraction, _log(seq, 6), _log(deadline, 6),
+               1.0 if math.isinf(remaining) else remaining / decision.horizon_ms,
+               min(deadline / remaining, 2.0) / 2 if remaining > 0 else 1.0]
+        cluster = [state.num_free / n, state.num_running / n]
+        blocks = [self._blocks.free_share(m, state.occupied) if m in self._blocks.masks else 0.0
+                  for m in BLOCK_SIZES]
+        ends = sorted((end, job_index) for job_index, end in state.running.items())
+        nxt = []
+        for end, job_index in ends[:NEXT_COMPLETIONS]:
+            held = int(np.count_nonzero(state.owner == job_index))
+            nxt += [min((end - now) / deadline, 4.0) / 4, held / n]
+        nxt += [1.0, 0.0] * (NEXT_COMPLETIONS - len(ends[:NEXT_COMPLETIONS]))
+        mean_left = (np.mean([end - now for end, _ in ends]) / deadline) if ends else 0.0
+        out = job + list(g.features) + cluster + blocks + nxt + [min(mean_left, 4.0) / 4]
+        return np.asarray(out, dtype=np.float32)
+
+    def _actions(self, decision: Decision) -> np.ndarray:
+        state, n = decision.state, self.cluster.num_servers
+        options, table = decision.options(), decision.table
+        deadline = decision.deadline_ms
+        out = np.zeros((self.num_actions, ACTION_DIM), dtype=np.float32)
+        degrees = np.arange(self.num_actions)
+        out[:, 0] = self.mask(decision)
+        out[0, 1] = 1.0
+        out[:, 2] = degrees / (self.num_actions - 1)
+        out[1:, 3] = np.where(table.placed[1:], table.workers[1:], 0) / n
+        # defaults: what the cluster looks like if the job is not placed
+        out[:, 7] = out[:, 8] = 1.0
+        out[:, 10] = state.num_free / n
+        placed = np.flatnonzero(options.placeable)
+        occupied = [state.occupied] + [state.occupied | decision.placement(int(d)).mask
+                                       for d in placed]
+        for k, m in enumerate(AFTER_SIZES):
+            shares = self._blocks.free_shares(m, occupied)
+            out[:, 12 + k] = shares[0]
+            out[placed, 12 + k] = shares[1:]
+        if len(placed):
+            jct = options.jct_ms[placed]
+            workers = options.workers[placed]
+            out[placed, 4] = 1.0
+            out[placed, 5] = jct <= deadline
+            out[placed, 6] = workers / n
+            out[placed, 7] = np.minimum(jct / deadline, 4.0) / 4
+            out[placed, 8] = jct / table.seq_jct_ms
+            out[placed, 9] = np.minimum(workers * jct / (n * deadline), 4.0) / 4
+            out[placed, 10] = (state.num_free - workers) / n
+            out[placed, 11] = jct > self._remaining_ms(decision)
+        return out

@@ -1,0 +1,174 @@
+"""The agent's network: a torch-geometric encoder of the job graph, and a masked actor-critic
+policy for sb3-contrib's MaskablePPO that scores every degree with one shared head.
+
+Forward pass over a batch of observations (:mod:`pacopt.learned.features`):
+1. **Graph.** The distinct graphs of the batch (by ``graph_sig``; a workload has few) are
+   embedded once each: two GINE message-passing rounds (messages along and against the data
+   dependencies, edge features = bytes moved), then mean and max readout.
+2. **Context.** The graph embedding joined with the job and cluster features, through an MLP.
+3. **Actor.** One shared MLP scores each degree from [context, that degree's features] (the
+   live first-fit outcome); the scores are the action logits, masked by MaskablePPO. Sharing the
+   head across degrees is what lets a few minutes of training generalise over 17 actions.
+4. **Critic.** An MLP on the context.
+
+The features extractor returns [logits | context]; the policy's MLP extractor splits the two, and
+its action net is the identity.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.common.utils import obs_as_tensor
+from torch import nn
+from torch_geometric.nn import GINEConv, global_max_pool, global_mean_pool
+
+
+def _mlp(sizes: list[int], last_activation: bool = True) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if last_activation or i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class GraphEncoder(nn.Module):
+    """Embeds padded job graphs: GINE rounds over both edge directions, mean+max readout."""
+
+    def __init__(self, node_dim: int, edge_dim: int, hidden: int = 64, out: int = 32,
+                 rounds: int = 2):
+        super().__init__()
+        self.inp = nn.Linear(node_dim, hidden)
+        self.convs = nn.ModuleList(
+            GINEConv(_mlp([hidden, hidden, hidden]), edge_dim=edge_dim + 1) for _ in range(rounds))
+        self.out = nn.Linear(2 * hidden, out)
+
+    def forward(self, node_x, edge_index, edge_x, sizes) -> torch.Tensor:
+        """Embed graphs given as padded tensors (G x N x F, G x 2 x E, G x E x D, G x 2 sizes)."""
+        xs, edges, attrs, batch = [], [], [], []
+        offset = 0
+        for g in range(node_x.shape[0]):
+            n, m = int(sizes[g, 0]), int(sizes[g, 1])
+            xs.append(node_x[g, :n])
+            e = edge_index[g, :, :m].long() + offset
+            a = edge_x[g, :m]
+            # messages flow along and against each dependency; a flag tells the two apart
+            edges += [e, e.flip(0)]
+            attrs += [torch.cat([a, torch.zeros_like(a[:, :1])], 1),
+                      torch.cat([a, torch.ones_like(a[:, :1])], 1)]
+            batch.append(torch.full((n,), g, dtype=torch.long, device=node_x.device))
+            offset += n
+        x = torch.relu(self.inp(torch.cat(xs)))
+        edge_index_all = torch.cat(edges, 1)
+        edge_attr = torch.cat(attrs)
+        for conv in self.convs:
+            x = x + torch.relu(conv(x, edge_index_all, edge_attr))
+        batch_all = torch.cat(batch)
+        pooled = torch.cat([global_mean_pool(x, batch_all), global_max_pool(x, batch_all)], 1)
+        return torch.relu(self.out(pooled))
+
+
+class DegreeScorer(BaseFeaturesExtractor):
+    """Observation -> [one logit per degree | context] (see the module doc)."""
+
+    def __init__(self, observation_space: spaces.Dict, graph_dim: int = 32, context_dim: int = 64,
+                 hidden: int = 64):
+        num_actions, action_dim = observation_space["actions"].shape
+        super().__init__(observation_space, features_dim=num_actions + context_dim)
+        self.num_actions = num_actions
+        self.encoder = GraphEncoder(observation_space["node_x"].shape[1],
+                                    observation_space["edge_x"].shape[1], hidden, graph_dim)
+        global_dim = observation_space["globals"].shape[0]
+        self.context = _mlp([graph_dim + global_dim, hidden, context_dim])
+        self.scorer = _mlp([context_dim + action_dim, hidden, hidden, 1], last_activation=False)
+        self._cache: dict[tuple, torch.Tensor] = {}
+
+    def train(self, mode: bool = True):
+        self._cache.clear()  # the weights are about to change
+        return super().train(mode)
+
+    def embed_graphs(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """One embedding per observation, computing each distinct graph once (and, while the
+        weights are frozen for rollouts and play, once per graph until the next update)."""
+        sig = obs["graph_sig"]
+        unique, inverse = torch.unique(sig, dim=0, return_inverse=True)
+        keys = [tuple(row) for row in unique.tolist()]
+        frozen = not self.training and not torch.is_grad_enabled()
+        if frozen and all(key in self._cache for key in keys):
+            return torch.stack([self._cache[key] for key in keys])[inverse]
+        first = torch.full((len(unique),), len(sig), dtype=torch.long, device=sig.device)
+        first.scatter_reduce_(0, inverse, torch.arange(len(sig), device=sig.device), "amin")
+        emb = self.encoder(obs["node_x"][first], obs["edge_index"][first], obs["edge_x"][first],
+                           unique[:, 2:])
+        if frozen:
+            self._cache.update(zip(keys, emb))
+        return emb[inverse]
+
+    def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        context = self.context(torch.cat([self.embed_graphs(obs), obs["globals"]], 1))
+        actions = obs["actions"]
+        joined = torch.cat([context.unsqueeze(1).expand(-1, actions.shape[1], -1), actions], 2)
+        logits = self.scorer(joined).squeeze(-1)
+        return torch.cat([logits, context], 1)
+
+
+class _SplitHeads(nn.Module):
+    """sb3's MLP-extractor slot: the actor gets the logits, the critic an MLP of the context."""
+
+    def __init__(self, num_actions: int, context_dim: int, hidden: int = 64):
+        super().__init__()
+        self.num_actions = num_actions
+        self.latent_dim_pi = num_actions
+        self.latent_dim_vf = hidden
+        self.critic = _mlp([context_dim, hidden, hidden])
+
+    def forward(self, features):
+        return self.forward_actor(features), self.forward_critic(features)
+
+    def forward_actor(self, features):
+        return features[:, :self.num_actions]
+
+    def forward_critic(self, features):
+        return self.critic(features[:, self.num_actions:])
+
+
+class DegreePolicy(MaskableActorCriticPolicy):
+    """MaskablePPO's actor-critic with :class:`DegreeScorer` as features extractor."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("features_extractor_class", DegreeScorer)
+        kwargs.setdefault("share_features_extractor", True)
+        super().__init__(*args, **kwargs)
+
+    def _build_mlp_extractor(self) -> None:
+        extractor = self.features_extractor
+        self.mlp_extractor = _SplitHeads(extractor.num_actions,
+                                         extractor.features_dim - extractor.num_actions)
+
+    def _build(self, lr_schedule) -> None:
+        super()._build(lr_schedule)
+        self.action_net = nn.Identity()  # the scorer's outputs are the logits
+        # the scorer's last layer starts small, like sb3's action net (near-uniform policy)
+        last = self.features_extractor.scorer[-1]
+        nn.init.orthogonal_(last.weight, gain=0.01)
+        nn.init.zeros_(last.bias)
+        self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1),
+                                              **self.optimizer_kwargs)
+
+
+def degree_distribution(policy: MaskableActorCriticPolicy, obs: dict[str, np.ndarray],
+                        mask: np.ndarray):
+    """The policy's masked action distribution for one observation."""
+    with torch.no_grad():
+        tensor = obs_as_tensor({k: v[None] for k, v in obs.items()}, policy.device)
+        return policy.get_distribution(tensor, mask[None])
+
+
+def greedy_degree(policy: MaskableActorCriticPolicy, obs: dict[str, np.ndarray],
+                  mask: np.ndarray) -> int:
+    """The most likely allowed degree (how the agent plays)."""
+    return int(degree_distribution(policy, obs, mask).get_actions(deterministic=True)[0])
