@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pacopt.cluster.jct import JobTable
 from pacopt.cluster.solution import REASONS, Solution
 
 #: Edges of the beta bands (deadline as a fraction of the sequential JCT): strict to lenient.
@@ -183,3 +184,19 @@ def compare_jobs(a: Solution, b: Solution, labels: tuple[str, str] | None = None
         right[own].add_suffix(f"_{second}"))
     out["differs"] = out[f"accepted_{first}"] != out[f"accepted_{second}"]
     return out.reset_index()
+
+
+def degree_table(tables: Mapping[str, JobTable]) -> pd.DataFrame:
+    """Per-degree tables (label -> :class:`~pacopt.cluster.jct.JobTable`, e.g. one graph under
+    both presets) as one long frame of the placeable degrees: ``label``, ``graph``, ``preset``,
+    ``degree``, ``workers``, ``jct_ms``, ``speedup`` (sequential JCT / JCT) and ``comm_share``
+    (exposed communication / JCT)."""
+    rows = []
+    for label, table in tables.items():
+        for row in table.rows():
+            if row["placed"]:
+                rows.append({"label": label, "graph": table.graph.name, "preset": table.preset,
+                             "degree": row["degree"], "workers": row["workers"],
+                             "jct_ms": row["jct_ms"], "speedup": table.seq_jct_ms / row["jct_ms"],
+                             "comm_share": row["comm_overhead_ms"] / row["jct_ms"]})
+    return pd.DataFrame(rows)

@@ -15,6 +15,7 @@ from matplotlib.patches import Rectangle
 
 from pacopt.analysis.metrics import (
     cluster_at,
+    degree_table,
     degree_vs_beta,
     jobs_frame,
     load_solutions,
@@ -22,6 +23,7 @@ from pacopt.analysis.metrics import (
     utilisation_over_time,
 )
 from pacopt.analysis.table import EXACT_STATUSES
+from pacopt.cluster.jct import JobTable
 from pacopt.cluster.solution import Solution
 
 _OPT_COLOUR, _BOUND_COLOUR = "0.25", "0.65"
@@ -70,6 +72,29 @@ def plot_blocking_by_distribution(table: pd.DataFrame, title: str | None = None)
     ax.legend(fontsize="small", ncols=min(bars, 4), loc="upper center",
               bbox_to_anchor=(0.5, -0.1))
     ax.grid(axis="y", alpha=0.3)
+    return fig
+
+
+def plot_degree_table(tables: dict[str, JobTable]) -> Figure:
+    """Per-degree tables side by side (label -> table, e.g. a graph under both presets): speed-up
+    against degree (dotted: ideal, speed-up = degree) and the share of the JCT spent in exposed
+    communication."""
+    data = degree_table(tables)
+    fig = Figure(figsize=(9.0, 3.8), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    for label, rows in data.groupby("label", sort=False):
+        left.plot(rows["degree"], rows["speedup"], "o-", ms=3, label=label)
+        right.plot(rows["degree"], rows["comm_share"], "o-", ms=3, label=label)
+    top = data["degree"].max() if len(data) else 1
+    left.plot([1, top], [1, top], ":", color="0.5", label="ideal")
+    left.set_xlabel("partition degree")
+    left.set_ylabel("speed-up over sequential")
+    right.set_xlabel("partition degree")
+    right.set_ylabel("exposed communication / JCT")
+    right.yaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+    left.legend(fontsize="small")
     return fig
 
 
