@@ -361,19 +361,48 @@ def test_unknown_status(base):
     only_problem(instance, solution, "unknown status 'great'")
 
 
+def claim(solution, method, status, bound):
+    """Relabel ``solution`` as ``method`` claiming ``status`` and ``bound``, gap consistent."""
+    solution.method, solution.status, solution.bound_accepted = method, status, bound
+    solution.gap = None if bound is None else (bound - solution.accepted) / max(bound, 1)
+
+
 def test_bound_below_accepted(base):
     instance, solution = broken(base)
-    solution.bound_accepted = solution.accepted - 1
+    claim(solution, "bound", "feasible", solution.accepted - 1)
     only_problem(instance, solution, f"bound {solution.accepted - 1} is below the "
                                      f"{solution.accepted} accepted jobs")
 
 
 def test_optimal_status_with_a_different_bound(base):
     instance, solution = broken(base)
-    solution.status, solution.bound_accepted = "optimal", solution.accepted + 1
-    only_problem(instance, solution, "status 'optimal' but the bound differs")
-    solution.bound_accepted = solution.accepted
+    claim(solution, "milp", "optimal", solution.accepted + 1)
+    only_problem(instance, solution, "status 'optimal' but the bound 6 differs")
+    claim(solution, "milp", "optimal", solution.accepted)
     assert find_problems(instance, solution) == []
+
+
+def test_a_heuristic_relabelled_optimal_is_invalid(base):
+    """Issue 12, item 3: an online policy proves nothing, whatever bound it is given."""
+    instance, solution = broken(base)
+    claim(solution, "min-feasible", "optimal", solution.accepted)
+    problems = find_problems(instance, solution)
+    assert any("must be 'heuristic', not 'optimal'" in p for p in problems), problems
+    assert any("proves no bound" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("gap", [0.5, None])
+def test_a_gap_that_contradicts_the_bound(base, gap):
+    instance, solution = broken(base)
+    claim(solution, "cpsat", "feasible", solution.accepted + 2)
+    solution.gap = gap
+    only_problem(instance, solution, f"gap {gap} should be")
+
+
+def test_a_status_without_a_bound(base):
+    instance, solution = broken(base)
+    claim(solution, "cpsat", "feasible", None)
+    only_problem(instance, solution, "status 'feasible' needs a bound_accepted")
 
 
 # ----- validate() and solve() -------------------------------------------------------------------------

@@ -35,6 +35,12 @@ DEFAULT_METHOD = "min-feasible"
 #: progress=)`` and returns a :class:`Solution` (not yet validated).
 RUNNERS = {name: ("pacopt.solvers.exact", "run_exact") for name in EXACT_METHODS}
 
+#: Online policies that live above ``cluster`` (imported on demand): name -> (module, class),
+#: built as ``cls(instance, checkpoint=...)``.
+POLICY_CLASSES = {"pac-ml": ("pacopt.learned.agent", "LearnedPolicy")}
+METHODS["pac-ml"] = ("online: the learned agent (GNN + masked PPO, PAC-ML's idea); the shipped "
+                     "checkpoint for the instance's preset unless --checkpoint")
+
 #: Seeds drawn for a randomised run without one fit in 31 bits (any backend takes them).
 SEED_RANGE = 2**31
 
@@ -49,6 +55,11 @@ def method_family(method: str) -> str:
         if sep and key.partition(":")[0] == head and key.partition(":")[1]:
             return key
     raise InputError(f"--method: unknown method '{method}'; known: {', '.join(METHODS)}")
+
+
+def is_online(method: str) -> bool:
+    """Whether ``method`` is an online policy (it decides jobs one at a time, proves no bound)."""
+    return method_family(method) not in RUNNERS
 
 
 def check_options(method: str, time_limit: float | None, threads: int | None,
@@ -66,7 +77,8 @@ def check_options(method: str, time_limit: float | None, threads: int | None,
 
 def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
           time_limit: float | None = None, threads: int | None = None, seed: int | None = None,
-          progress: bool = False, model: JctModel | None = None) -> Solution:
+          progress: bool = False, model: JctModel | None = None,
+          checkpoint: str | Path | None = None) -> Solution:
     """Run ``method`` on ``instance`` (an :class:`Instance` or a path to ``instance.json``).
 
     The solution is always re-checked by :func:`pacopt.solvers.validate.validate`; a solution that
@@ -76,6 +88,7 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
     randomised methods; without one a seed is drawn, used and recorded, so every run can be
     repeated. ``progress`` shows a progress bar (online) or a live line with incumbent, bound and
     gap (exact). Ctrl-C stops the method and returns what it has, with ``interrupted`` set.
+    ``checkpoint`` names the learned agent's checkpoint (``pac-ml``; default: the shipped one).
     """
     check_options(method, time_limit, threads, seed)
     if not isinstance(instance, Instance):
@@ -92,7 +105,8 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
             solution = run(instance, method, model, time_limit=time_limit, threads=threads,
                            seed=seed, progress=progress)
         else:
-            solution = simulate(instance, _Stoppable(make_policy(method)), seed=seed, model=model,
+            solution = simulate(instance, _Stoppable(_online_policy(method, instance, checkpoint)),
+                                seed=seed, model=model,
                                 progress=progress)
         solution.interrupted = stop_requested()
     solution.solve_seconds = time.perf_counter() - started
@@ -103,6 +117,16 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
         solution.status = "error"
         solution.metrics["validation_problems"] = err.problems
     return solution
+
+
+def _online_policy(method: str, instance: Instance, checkpoint: str | Path | None):
+    """The online policy ``method`` names, for ``instance``."""
+    if method in POLICY_CLASSES:
+        module, name = POLICY_CLASSES[method]
+        return getattr(importlib.import_module(module), name)(instance, checkpoint=checkpoint)
+    if checkpoint is not None:
+        raise InputError(f"--checkpoint applies to the learned method only, not '{method}'")
+    return make_policy(method, instance)
 
 
 class _Stoppable:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -55,6 +56,8 @@ def _solve_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, metavar="N",
                         help="solver threads for exact methods (default: all cores)")
     parser.add_argument("--seed", type=int, help="seed of randomised methods")
+    parser.add_argument("--checkpoint", metavar="FILE",
+                        help="the learned agent's checkpoint (pac-ml; default: the shipped one)")
     parser.add_argument("--out", metavar="FILE",
                         help="result file (default: <instance>.<method>.result.json beside the "
                              "instance)")
@@ -90,7 +93,8 @@ def _solve(argv) -> int:
         f"{Path(args.instance).stem}.{args.method}.result.json"))
     instance = load_instance(args.instance)
     solution = solve(instance, args.method, time_limit=args.time_limit, threads=args.threads,
-                     seed=args.seed, progress=not (args.quiet or args.json))
+                     seed=args.seed, progress=not (args.quiet or args.json),
+                     checkpoint=args.checkpoint)
     solution.save(out)
     if args.json:
         print(solution.dumps())
@@ -222,13 +226,32 @@ def schema_command(argv: list[str]) -> int:
     return _schema()
 
 
-def _profile(args) -> int:
+def _graph(spec: str):
+    """The graph ``spec`` names (see :func:`resolve_graph`), a file checked first: its size, its
+    encoding, and that it holds a graph (an instance given here says so)."""
     from pacopt.cluster.graph_sources import resolve_graph
+    from pacopt.cluster.instance import check_file, read_json_file
+
+    path = Path(spec)
+    if path.suffix == ".json" or (path.exists() and path.suffix != ".txt"):
+        data = read_json_file(path, "graph")
+        if isinstance(data, dict) and "ops" not in data and data.keys() & {"graphs", "jobs",
+                                                                            "workload"}:
+            raise InputError(f"'{path}' is an instance, not a graph: solve it with `solve {path}`")
+    elif path.suffix == ".txt":
+        check_file(path, "graph")
+    try:
+        return resolve_graph(spec)
+    except UnicodeDecodeError:
+        raise InputError(f"graph '{spec}' is not UTF-8 text") from None
+
+
+def _profile(args) -> int:
     from pacopt.cluster.jct import JctModel
     from pacopt.cluster.settings import ModelSettings
     from pacopt.cluster.topology import RampCluster
 
-    graph = resolve_graph(args.graph)
+    graph = _graph(args.graph)
     table = JctModel(RampCluster(), ModelSettings(preset=args.preset)).table(graph, not args.json)
     rows = table.rows()
     if args.json:
@@ -250,14 +273,13 @@ def _profile(args) -> int:
 def _job(args) -> int:
     from collections import Counter
 
-    from pacopt.cluster.graph_sources import resolve_graph
     from pacopt.cluster.jct import JctModel
     from pacopt.cluster.policies import single_degree
     from pacopt.cluster.settings import ModelSettings
     from pacopt.cluster.topology import RampCluster
     from pacopt.formulations.joblevel import optimise_job
 
-    graph = resolve_graph(args.graph)
+    graph = _graph(args.graph)
     cluster, settings = RampCluster(), ModelSettings(preset=args.preset)
     try:
         plan = optimise_job(graph, cluster, settings, budget=args.budget,
@@ -291,32 +313,54 @@ def _job(args) -> int:
 
 
 def _validate(args) -> int:
-    from pacopt.cluster.instance import load_instance
+    from pacopt.cluster.instance import load_instance, read_json_file
     from pacopt.cluster.solution import Solution
-    from pacopt.solvers.validate import find_problems
+    from pacopt.solvers.validate import find_problems, summary_problems
 
     instance = load_instance(args.instance)
-    try:  # a result of the wrong shape (e.g. a job that is not an object, a degree "3") is bad
-        # input, not a crash: Solution.load does not check the field types, find_problems trusts them
-        problems = find_problems(instance, Solution.load(args.result))
-    except (AttributeError, TypeError) as err:
-        raise InputError(f"result '{args.result}' is not a well-formed pacopt result: {err}") from None
-    for problem in problems:
-        print(problem)
-    print("valid" if not problems else f"INVALID: {len(problems)} problem(s)")
-    return 1 if problems else 0
+    data = read_json_file(args.result, "result")
+    try:
+        solution = Solution.from_dict(data)
+    except InputError as err:
+        raise InputError(f"result '{args.result}': {err}") from None
+    problems = find_problems(instance, solution) + summary_problems(data, solution)
+    code = 1 if problems else 0
+    _emit(problems + ["valid" if not problems else f"INVALID: {len(problems)} problem(s)"])
+    return code
+
+
+def _emit(lines: list[str]) -> None:
+    """Print ``lines``; if the reader has gone (``| head``), stop printing quietly, so that the
+    command still returns its own exit code."""
+    try:
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's exit-time flush must not fail again
+        os.close(devnull)
 
 
 def _download(args) -> int:
     from pacopt.cluster.pipedream import download_pipedream
 
     dest = Path(args.dest) if args.dest else Path.home() / ".cache" / "pacopt" / "pipedream"
+    if dest.exists() and not dest.is_dir():
+        raise InputError(f"--dest '{dest}' is a file, not a folder")
+    created = [folder for folder in (dest, *dest.parents) if not folder.exists()]  # deepest first
     try:
         paths = download_pipedream(dest, args.models or None)
-    except OSError as err:
+    except (OSError, InputError) as err:
+        for folder in created:  # a failed download leaves no empty folders behind
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (another file arrived meanwhile): keep it and its parents
+                break
+        if isinstance(err, InputError):
+            raise
         raise InputError(f"download failed (is there internet access?): {err}") from None
-    for path in paths:
-        print(path)
+    _emit([str(path) for path in paths])
     return 0
 
 

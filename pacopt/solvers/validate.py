@@ -61,9 +61,49 @@ def find_problems(instance: Instance, solution: Solution, model: JctModel | None
     if solution.bound_accepted is not None and solution.bound_accepted < solution.accepted:
         problems.append(f"bound {solution.bound_accepted} is below the {solution.accepted} "
                         "accepted jobs")
-    if solution.status == "optimal" and solution.bound_accepted not in (None, solution.accepted):
-        problems.append("status 'optimal' but the bound differs from the accepted count")
+    problems += _claim_problems(solution)
     return problems
+
+
+def _claim_problems(solution: Solution) -> list[str]:
+    """Where the status, bound and gap a solution claims contradict its jobs or its method."""
+    from pacopt.solvers.api import is_online  # the method registry (api imports this module)
+
+    out = []
+    status, bound, accepted = solution.status, solution.bound_accepted, solution.accepted
+    try:
+        online = is_online(solution.method)
+    except InputError:  # a policy of the caller's own (Python API): no kind to check
+        online = False
+    if online and status in STATUSES and status not in ("heuristic", "error"):
+        out.append(f"method '{solution.method}' is an online policy: its status must be "
+                   f"'heuristic', not '{status}'")
+    if online and bound is not None:
+        out.append(f"method '{solution.method}' is an online policy: it proves no bound")
+    if status in ("optimal", "feasible") and bound is None:
+        out.append(f"status '{status}' needs a bound_accepted")
+    if status == "optimal" and bound not in (None, accepted):
+        out.append(f"status 'optimal' but the bound {bound} differs from the {accepted} "
+                   "accepted jobs")
+    expected = None if bound is None else (bound - accepted) / max(bound, 1)
+    if (solution.gap is None) != (expected is None) or (
+            expected is not None and not math.isclose(solution.gap, expected, abs_tol=1e-9)):
+        out.append(f"gap {solution.gap} should be {expected} (bound {bound}, {accepted} accepted)")
+    return out
+
+
+def summary_problems(data: dict, solution: Solution) -> list[str]:
+    """Where a result file's summary keys (``accepted``, ``arrived``, ``blocking_rate``)
+    contradict its own jobs (``solution`` is the file read back; it recomputes them)."""
+    out = []
+    for key, value in (("accepted", solution.accepted), ("arrived", solution.arrived),
+                       ("blocking_rate", solution.blocking_rate)):
+        if key not in data:
+            out.append(f"summary key '{key}' is missing")
+        elif (isinstance(data[key], bool) or not isinstance(data[key], (int, float))
+              or not math.isclose(data[key], value, abs_tol=1e-9)):
+            out.append(f"summary says {key} {data[key]!r}, its jobs give {value}")
+    return out
 
 
 def _check_job(instance: Instance, model: JctModel, record: JobRecord, job, busy) -> list[str]:
