@@ -1,19 +1,26 @@
-"""The exact methods' search (relax, then windows or the whole model): restricted problems keep
-exactly the right options and rows; the window search never loses a job, reaches the optimum
-on small contended instances, keeps the incumbent when a step is interrupted, and stops on
-Ctrl-C with the best solution so far."""
+"""The exact methods' search (warm starts, relax, realise with drops, window lanes): restricted
+problems keep exactly the right options and rows; the realisation only reports placements the
+checks accept, places a set that fits and honours its time limit even inside its drop loop; the
+window search (one lane or the two-lane portfolio) never loses a job, reaches the optimum on small
+contended instances, keeps the incumbent when a step is interrupted, and stops on Ctrl-C with the
+best solution so far."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
 import pacopt.formulations.decomposition as decomposition
+import pacopt.formulations.realise as realisation
 from pacopt.formulations.bound import Relaxation
 from pacopt.formulations.cpsat import solve_cpsat
 from pacopt.formulations.decomposition import restrict, solve_decomposed
 from pacopt.formulations.milp import solve_milp
-from pacopt.formulations.offline import ExactResult
+from pacopt.formulations.offline import ExactResult, Stop, to_solution
+from pacopt.formulations.realise import realise
 from pacopt.formulations.warm import check_choice, greedy_choice
+from pacopt.solvers.validate import find_problems
 
 from offline_cases import HAND_JOBS, SMALL, random_jobs, small_problem
 
@@ -25,6 +32,7 @@ def windows_only(monkeypatch):
     monkeypatch.setattr(decomposition, "FULL_SEARCH_OPTIONS", 0)
     monkeypatch.setattr(decomposition, "REALISE_SHARE", 0.0)
     monkeypatch.setattr(decomposition, "FIRST_WINDOW", 3)
+    monkeypatch.setattr(decomposition, "REQUIRED_WINDOW", 3)
 
 
 def recording(calls: list[bool]):
@@ -65,11 +73,13 @@ def test_restrict_keeps_the_jobs_options_and_their_rows():
 
 @pytest.mark.parametrize("name", SMALL)
 @pytest.mark.parametrize("backend", [solve_cpsat, solve_milp], ids=["cpsat", "milp"])
-def test_window_search_reaches_the_optimum(name, backend, windows_only):
+@pytest.mark.parametrize("threads", [1, 2], ids=["one-lane", "portfolio"])
+def test_window_search_reaches_the_optimum(name, backend, threads, windows_only):
     problem = small_problem(SMALL[name])
     optimum = len(solve_cpsat(problem, threads=1).chosen)
     start = first_options(problem)
-    result = solve_decomposed(problem, backend, time_limit=60, threads=1, warm_start=start)
+    result = solve_decomposed(problem, backend, time_limit=60, threads=threads,
+                              warm_start=start, online=[])
     check_choice(problem, result.chosen)
     assert len(start) < optimum  # the windows had something to do
     assert len(result.chosen) == optimum
@@ -82,30 +92,103 @@ def test_realising_the_relaxation_proves_the_optimum(monkeypatch):
     """Jobs spread out enough that the worker count is the only limit: the relaxation's
     selection is placeable, so the realisation alone proves the optimum."""
     monkeypatch.setattr(decomposition, "FULL_SEARCH_OPTIONS", 0)
-    monkeypatch.setattr(decomposition, "REALISE_WINDOW", 2)
-    monkeypatch.setattr(decomposition, "LOOKAHEAD", 1)
+    monkeypatch.setattr(realisation, "CHUNK", 2)
+    monkeypatch.setattr(realisation, "LOOKAHEAD", 1)
     problem = small_problem([(graph, 4 * arrival, beta) for graph, arrival, beta in HAND_JOBS])
     calls = []
-    result = solve_decomposed(problem, recording(calls), time_limit=60, threads=1)
+    result = solve_decomposed(problem, recording(calls), time_limit=60, threads=1, online=[])
     assert result.status == "optimal" and result.bound_accepted == len(result.chosen)
     assert len(calls) > 1 and all(calls)  # realisation steps only, no window step
     check_choice(problem, result.chosen)
 
 
-def test_a_selection_below_the_bound_is_not_realised(monkeypatch):
-    """Realising a selection that does not meet the relaxation's bound cannot prove anything,
-    so the search goes straight to the windows (their steps never require every job)."""
-    monkeypatch.setattr(decomposition, "FULL_SEARCH_OPTIONS", 0)
-    monkeypatch.setattr(decomposition, "FIRST_WINDOW", 3)
-    problem = small_problem([(graph, 4 * arrival, beta) for graph, arrival, beta in HAND_JOBS])
+def contended():
+    """A random contended instance: not every job can be accepted."""
+    problem = small_problem(random_jobs(3, 12))
+    assert len(solve_cpsat(problem, threads=1).chosen) < sum(1 for ks in problem.by_job if ks)
+    return problem
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_realisation_reports_only_valid_placements(name):
+    """With drops, what is placed is always a valid solution; a set that fits (an optimum's
+    accepted jobs) is placed whole."""
+    problem = small_problem(SMALL[name])
     jobs = [j for j, ks in enumerate(problem.by_job) if ks]
-    degree = {j: problem.options[problem.by_job[j][0]].degree for j in jobs}
-    short = Relaxation(bound=len(jobs), selection={j: degree[j] for j in jobs[1:]})
-    monkeypatch.setattr(decomposition, "solve_relaxation", lambda *args, **kwargs: short)
-    calls = []
-    result = solve_decomposed(problem, recording(calls), time_limit=60, threads=1,
-                              warm_start=first_options(problem))
-    assert calls and not any(calls)
+    best = sorted(solve_cpsat(problem, threads=1).chosen)
+    for chosen, chunk in ((jobs, 4), (best, len(best))):
+        out = realise(problem, solve_cpsat, chosen, deadline=time.perf_counter() + 60,
+                      threads=1, chunk=chunk, lookahead=2)
+        check_choice(problem, out.placed)
+        solution = to_solution(problem, out.placed, method="cpsat", status="feasible",
+                               bound_accepted=len(jobs), solve_seconds=0.0)
+        assert find_problems(problem.instance, solution, problem.model) == []
+        assert out.complete and sorted([*out.placed, *out.dropped]) == chosen
+    assert not out.dropped and sorted(out.placed) == best  # the set that fits
+
+
+def test_drops_free_the_job_that_blocks():
+    """Two long jobs need all 8 servers at once; a third arrives while they run: one of the
+    three is dropped, and the other two are placed."""
+    problem = small_problem([("cnn", 0, 1.0), ("cnn", 10, 1.0), ("cnn", 20, 1.0)])
+    busy = {j: [k for k in ks if problem.options[k].workers >= 4] for j, ks in
+            enumerate(problem.by_job)}
+    assert all(busy.values())
+    out = realise(problem, solve_cpsat, [0, 1, 2], deadline=time.perf_counter() + 30, threads=1)
+    check_choice(problem, out.placed)
+    assert out.complete and len(out.placed) + len(out.dropped) == 3
+
+
+def test_time_limit_holds_inside_the_drop_loop():
+    """A backend that never decides (it uses its whole time limit and finds nothing) keeps the
+    realisation in its drop loop; it still returns within the deadline plus a check."""
+    problem = contended()
+    jobs = [j for j, ks in enumerate(problem.by_job) if ks]
+    checks = []
+
+    def undecided(sub, *, time_limit, **_):
+        checks.append(time_limit)
+        time.sleep(min(time_limit, 0.3))
+        return ExactResult(chosen={}, status="error", bound_accepted=None, seconds=0.3)
+
+    started = time.perf_counter()
+    out = realise(problem, undecided, jobs, deadline=started + 2.0, threads=1)
+    assert time.perf_counter() - started < 2.0 + realisation.MIN_CHECK_SECONDS
+    assert not out.complete and out.placed == {} and out.dropped  # it was dropping
+    assert all(limit <= 2.0 for limit in checks)
+
+
+def test_a_stop_ends_the_realisation():
+    problem = contended()
+    stop = Stop()
+    stop.set()
+    out = realise(problem, solve_cpsat, [0, 1, 2], deadline=time.perf_counter() + 60, stop=stop)
+    assert not out.complete and out.placed == {}
+
+
+def test_the_portfolio_commits_only_what_still_fits(windows_only):
+    """A lane's step computed against an older incumbent is refused when the other lane took
+    its servers meanwhile, and taken when it still fits and is better."""
+    problem = small_problem(HAND_JOBS)
+    search = decomposition._Search(problem, solve_cpsat, 1, 60, {}, None)
+    best = solve_cpsat(problem, threads=1).chosen
+    first, *_ = sorted(best)
+    clash = next(k for k in problem.by_job[first]
+                 if any(set(problem.option_rows[k]) & set(problem.option_rows[best[j]])
+                        for j in best if j != first))
+    others = {j: k for j, k in best.items() if j != first}
+    assert search.offer(others)
+    assert not search.commit({first}, {first: clash})  # it would share a server
+    assert search.commit({first}, {first: best[first]})
+    assert search.incumbent == best
+    assert not search.commit({first}, {})  # worse: refused
+
+
+def test_online_methods_warm_start_the_search():
+    """With no warm start given, the best online method's episode is the first incumbent."""
+    problem = small_problem(HAND_JOBS)
+    result = solve_decomposed(problem, solve_cpsat, time_limit=30, threads=1)
+    assert result.trace[0][1] > 0  # an incumbent before any search
     check_choice(problem, result.chosen)
 
 
@@ -129,7 +212,8 @@ def test_a_failed_step_keeps_the_incumbent(windows_only):
     def failing(sub, **_):
         return ExactResult(chosen={}, status="error", bound_accepted=None, seconds=0.0)
 
-    result = solve_decomposed(problem, failing, time_limit=5, threads=1, warm_start=start)
+    result = solve_decomposed(problem, failing, time_limit=5, threads=1, warm_start=start,
+                              online=[])
     assert result.chosen == start and result.status in ("feasible", "optimal")
 
 
@@ -144,7 +228,7 @@ def test_an_interrupted_step_ends_the_search(windows_only):
         return answer
 
     result = solve_decomposed(problem, interrupted, time_limit=60, threads=1,
-                              warm_start=first_options(problem))
+                              warm_start=first_options(problem), online=[])
     assert len(calls) == 1 and result.interrupted
     check_choice(problem, result.chosen)
 
@@ -160,7 +244,8 @@ def test_ctrl_c_between_steps_returns_the_best_so_far(windows_only):
             raise KeyboardInterrupt
         return solve_cpsat(sub, **kwargs)
 
-    result = solve_decomposed(problem, then_interrupt, time_limit=60, threads=1, warm_start=start)
+    result = solve_decomposed(problem, then_interrupt, time_limit=60, threads=1, warm_start=start,
+                              online=[])
     assert result.interrupted and len(calls) == 2
     assert len(result.chosen) >= len(start)
     check_choice(problem, result.chosen)

@@ -26,6 +26,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 
 from ortools.sat.python import cp_model
 
@@ -35,6 +36,7 @@ from pacopt.formulations.offline import (
     Objective,
     OfflineProblem,
     Progress,
+    Stop,
     objective,
 )
 from pacopt.formulations.warm import check_choice
@@ -150,13 +152,14 @@ def _default_threads() -> int:
 
 def solve_cpsat(problem: OfflineProblem, *, time_limit: float | None = None,
                 threads: int | None = None, warm_start: dict[int, int] | None = None,
-                progress: Progress | None = None) -> ExactResult:
+                progress: Progress | None = None, stop: Stop | None = None) -> ExactResult:
     """Solve ``problem`` with CP-SAT.
 
     ``time_limit`` (seconds) bounds the whole call, building included; ``threads`` defaults to
     every core; ``warm_start`` (job -> option, feasible) is passed as a hint; ``progress(seconds,
     incumbent accepted, bound on accepted)`` is called on every improvement of either, from
-    CP-SAT's threads. Ctrl-C during the search stops it and returns the best solution so far.
+    CP-SAT's threads. Ctrl-C during the search, or ``stop`` being set (from any thread), stops it
+    and returns the best solution so far.
 
     The status is ``optimal`` iff the bound equals the number of accepted jobs, ``feasible``
     otherwise (also after Ctrl-C or the time limit, possibly accepting nobody). Jobs in
@@ -186,8 +189,9 @@ def solve_cpsat(problem: OfflineProblem, *, time_limit: float | None = None,
     searching = _has_objective(problem)
     if searching:
         solver.best_bound_callback = monitor.on_bound
-    status, interrupted = run_stoppable(
-        lambda: solver.solve(model, monitor if searching else None), solver.stop_search)
+    with stop.subscribed(solver.stop_search) if stop else nullcontext():
+        status, interrupted = run_stoppable(
+            lambda: solver.solve(model, monitor if searching else None), solver.stop_search)
     seconds = time.perf_counter() - started
 
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):

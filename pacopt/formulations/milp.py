@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import highspy
@@ -39,11 +40,14 @@ from pacopt.formulations.offline import (
     Objective,
     OfflineProblem,
     Progress,
+    Stop,
     objective,
 )
 from pacopt.formulations.quiet import c_stdout_silenced
 from pacopt.formulations.warm import check_choice
 
+#: The thread count HiGHS's global scheduler was last built for (see :func:`solve_milp`).
+_scheduler_threads: list[int | None] = [None]
 #: Models up to this many options are presolved (see :func:`solve_milp`).
 PRESOLVE_MAX_OPTIONS = 10_000
 
@@ -157,7 +161,8 @@ class _Search:
         self.accepted: int | None = None
         self.bound = bound
         self.trace: list[tuple[float, int | None, int | None]] = []
-        self.stop_requested = False
+        self.stop_requested = False  # by Ctrl-C
+        self.halted = False  # by a shared Stop (another search's request, not the user's)
         self.error: BaseException | None = None
 
     @property
@@ -165,8 +170,12 @@ class _Search:
         return self.accepted is not None and self.bound <= self.accepted
 
     def request_stop(self) -> None:
-        """Ask the search to stop at HiGHS's next callback (only Ctrl-C does)."""
+        """Ask the search to stop at HiGHS's next callback (Ctrl-C does)."""
         self.stop_requested = True
+
+    def halt(self) -> None:
+        """Stop at HiGHS's next callback without counting as interrupted (a shared Stop)."""
+        self.halted = True
 
     def update(self, values: np.ndarray | None = None, dual_bound: float | None = None) -> None:
         """Take a solution, if better than the incumbent, and/or a dual bound; report to
@@ -205,7 +214,7 @@ class _Search:
             step()
         except BaseException as err:  # noqa: BLE001 -- kept and re-raised after the solve
             self.error = self.error or err
-        if self.stop_requested or self.error is not None or self.proven:
+        if self.stop_requested or self.halted or self.error is not None or self.proven:
             event.interrupt()
 
 
@@ -221,14 +230,15 @@ def _run(highs: highspy.Highs, search: _Search) -> highspy.HighsStatus:
 
 def solve_milp(problem: OfflineProblem, *, time_limit: float | None = None,
                threads: int | None = None, warm_start: dict[int, int] | None = None,
-               progress: Progress | None = None) -> ExactResult:
+               progress: Progress | None = None, stop: Stop | None = None) -> ExactResult:
     """Solve the offline problem exactly (up to ``time_limit`` seconds) with HiGHS.
 
     ``time_limit`` covers the whole call, model building included; ``threads`` is HiGHS's thread
     count (default: its own choice). ``warm_start`` (job index -> option index) must be feasible
     (see :func:`pacopt.formulations.warm.warm_start_from`); HiGHS starts from it. ``progress`` is
     called with (seconds, incumbent accepted, bound on accepted) whenever either improves, from
-    the thread running HiGHS; every call is also kept in the result's ``trace``.
+    the thread running HiGHS; every call is also kept in the result's ``trace``. ``stop``, set
+    from any thread, ends the search like Ctrl-C (without marking the result interrupted).
 
     The search stops as soon as the incumbent's accepted count is proven, even if the
     worker-time tie-break is not. The status is ``optimal`` iff the bound equals the number of
@@ -280,11 +290,15 @@ def solve_milp(problem: OfflineProblem, *, time_limit: float | None = None,
             search.update(values=np.asarray(start.col_value))
     highs.cbMipImprovingSolution.subscribe(search.on_solution)
     highs.cbMipInterrupt.subscribe(search.on_mip_interrupt)
-    if threads is not None:
+    if threads is not None and threads != _scheduler_threads[0]:
         # HiGHS's scheduler keeps the thread count of its first solve in this process; a later
-        # solve asking for another count fails unless the scheduler is rebuilt.
+        # solve asking for another count fails unless the scheduler is rebuilt. Rebuilding it
+        # while another HiGHS runs (a portfolio lane) would pull it from under that solve, so
+        # it is rebuilt only on a change (the portfolio keeps one count per run).
         highspy.Highs.resetGlobalScheduler(True)
-    run_status = _run(highs, search)
+        _scheduler_threads[0] = threads
+    with stop.subscribed(search.halt) if stop else nullcontext():
+        run_status = _run(highs, search)
 
     model_status = highs.getModelStatus()
     info = highs.getInfo()

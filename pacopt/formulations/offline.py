@@ -28,7 +28,9 @@ almost every job fractionally on large episodes, see :mod:`pacopt.formulations.c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -134,6 +136,28 @@ def _minimal(items: list[tuple[dict, int]]) -> list[tuple[dict, int]]:
         if not any(k[1] & ~item[1] == 0 and k[1] != item[1] for k in kept):
             kept.append(item)
     return kept
+
+
+def restrict(problem: OfflineProblem, jobs: set[int], required: set[int] = frozenset(),
+             fixed: dict[int, int] | None = None) -> tuple[OfflineProblem, list[int]]:
+    """The problem with only the options of ``jobs`` (job indices unchanged; those in
+    ``required`` must be accepted), and for each of its options the index of the same option in
+    ``problem``. Jobs in ``fixed`` (job -> option, included in ``jobs``) keep only that option."""
+    fixed = fixed or {}
+    original = sorted(k for j in jobs for k in ([fixed[j]] if j in fixed else problem.by_job[j]))
+    new_index = {k: i for i, k in enumerate(original)}
+    by_job: list[list[int]] = [[] for _ in problem.by_job]
+    for i, k in enumerate(original):
+        by_job[problem.options[k].job].append(i)
+    rows = []
+    for r in sorted({r for k in original for r in problem.option_rows[k]}):
+        kept = [new_index[k] for k in problem.rows[r] if k in new_index]
+        if len({problem.options[original[i]].job for i in kept}) >= 2:
+            rows.append(kept)
+    sub = OfflineProblem(instance=problem.instance, model=problem.model,
+                         options=[problem.options[k] for k in original], by_job=by_job, rows=rows,
+                         late=problem.late, required=frozenset(required))
+    return sub, original
 
 
 def build_problem(instance: Instance, model: JctModel | None = None) -> OfflineProblem:
@@ -255,7 +279,46 @@ def to_solution(problem: OfflineProblem, chosen: dict[int, int], *, method: str,
                     solve_seconds=solve_seconds)
 
 
-# ----- what every backend returns, and the objective they share -------------------------------------
+# ----- what every backend takes and returns, and the objective they share --------------------------
+class Stop:
+    """A stop request shared by solver calls running side by side (the portfolio's lanes).
+
+    :meth:`subscribed` registers a way to stop one running search (CP-SAT's ``stop_search``,
+    HiGHS's interrupt flag) for the duration of a block; :meth:`set` calls every registered one.
+    Unlike Ctrl-C it works from any thread.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._set = False
+        self._callbacks: list[Callable[[], None]] = []
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        """Request the stop and ask every subscribed search to end."""
+        with self._lock:
+            self._set = True
+            callbacks = list(self._callbacks)
+        for callback in callbacks:
+            callback()
+
+    @contextmanager
+    def subscribed(self, callback: Callable[[], None]) -> Iterator[None]:
+        """Within the block, :meth:`set` calls ``callback`` (at once if already set)."""
+        with self._lock:
+            self._callbacks.append(callback)
+            already = self._set
+        if already:
+            callback()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._callbacks.remove(callback)
+
+
 @dataclass
 class ExactResult:
     """A backend's answer: ``chosen[j]`` = option index of each accepted job j.

@@ -10,10 +10,22 @@ gaining a job. In the ``ddls`` preset the option runs over the same interval as 
 so the mapped choice keeps every accepted job. In the ``physical`` preset an option's JCT is that
 of its compact placement and can differ; options that would then conflict with those already
 taken are dropped greedily, in arrival order, so the result is always feasible.
+
+**Every online method as a warm start.** :func:`online_policies` lists every registered online
+policy (the heuristics, ``fixed:K`` and ``fixed-or-min:K`` at every legal K, ``tuned``), cheapest
+first; callers may append more (the learned agent, which lives above this layer).
+:func:`best_online_start` plays them within a time budget and keeps the best mapped choice.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterable
+
+from pacopt.cluster.errors import InputError
+from pacopt.cluster.instance import Instance
+from pacopt.cluster.policies import POLICIES, Policy, make_policy
+from pacopt.cluster.simulator import simulate
 from pacopt.cluster.solution import Solution
 from pacopt.formulations.offline import OfflineProblem
 
@@ -75,3 +87,40 @@ def check_choice(problem: OfflineProblem, chosen: dict[int, int]) -> None:
         if len(clash) > 1:
             raise AssertionError(f"conflict row {i} holds options {sorted(clash)} of jobs "
                                  f"{sorted(problem.options[k].job for k in clash)}")
+
+
+def online_policies(instance: Instance) -> list[Policy]:
+    """A fresh instance of every registered online policy (:data:`POLICIES`), the parametric
+    ones at each degree PAC-ML's action set allows (1 and the even ones), cheapest first: the
+    heuristics, then the fixed-degree rules, then ``tuned`` (skipped when its data is missing)."""
+    out: list[Policy] = []
+    top = instance.model.max_partitions_per_op
+    for name in POLICIES:
+        family, parametric, _ = name.partition(":")
+        names = ([f"{family}:{k}" for k in range(1, top + 1) if k == 1 or k % 2 == 0]
+                 if parametric else [name])
+        for each in names:
+            try:
+                out.append(make_policy(each, instance))
+            except InputError:  # tuned without its data: one warm start fewer
+                continue
+    return out
+
+
+def best_online_start(problem: OfflineProblem, policies: Iterable[Policy], *,
+                      deadline: float | None = None) -> tuple[str | None, dict[int, int]]:
+    """The best warm start among the episodes of ``policies`` (played in order, seed 0, until
+    ``deadline``, a ``time.perf_counter()`` value): its policy's name and its choice (most
+    accepted jobs, then least worker-time; ``(None, {})`` when none was played)."""
+    options = problem.options
+    best: tuple[str | None, dict[int, int]] = (None, {})
+    best_value = (-1, 0.0)
+    for policy in policies:
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+        choice = warm_start_from(problem, simulate(problem.instance, policy, seed=0,
+                                                   model=problem.model))
+        value = (len(choice), -sum(options[k].worker_ms for k in choice.values()))
+        if value > best_value:
+            best, best_value = (policy.name, choice), value
+    return best
