@@ -10,9 +10,11 @@ Two paths, one core, per preset:
   first-fit for every degree (cached by occupancy, as the old ``JctModel.place``) and a timing
   look-up per placeable degree;
 - ``fast``: ``Decision.options()`` and ``Decision.action_mask()`` (integer-mask first-fit).
-``fresh`` is one episode per seed on a new model and cluster (cold in-memory caches, timings on
-disk warm; table building is not timed); ``shared`` plays the same seeds on one model, as an RL
-environment does across episodes. Rates are per CPU second of this process (``process_time``),
+One untimed pass first puts every step timing the episodes need on disk (a fresh temporary
+cache), so that both paths measure the mask and the per-degree table, not the one-off simulation
+of a placement never seen before (``physical``; ``bench_core.py`` measures that). ``fresh`` is
+one episode per seed on a new model and cluster (cold in-memory caches; table building is not
+timed); ``shared`` plays the same seeds on one model, as an RL environment does across episodes. Rates are per CPU second of this process (``process_time``),
 so that other work on a shared machine does not count. Target: >= 5,000 decisions/s on the fast
 path.
 """
@@ -111,6 +113,7 @@ def main() -> int:
           f"seeds {seeds}, live mask + per-degree table at every decision")
     print(f"{'preset':9} {'path':10} {'fresh /s':>9} {'shared /s':>10} {'speed-up':>9}")
     for preset in ("ddls", "physical"):
+        measure(preset, "fast", seeds, args.policy)  # warm the on-disk timings for both paths
         before = None
         for path in ("reference", "fast"):
             fresh, shared = measure(preset, path, seeds, args.policy)

@@ -1,16 +1,21 @@
-"""The heuristic policies' rules, on hand-made cluster states."""
+"""The heuristic policies' and baselines' rules, on hand-made cluster states; the tuned choice."""
 
 import math
 
+import numpy as np
 import pytest
 
 from pacopt.cluster.errors import InputError
 from pacopt.cluster.jct import JctModel
+from pacopt.cluster.paper import HELD_OUT_SEEDS, PAPER_DISTRIBUTIONS, TUNING_SEEDS, paper_instance
 from pacopt.cluster.pipedream import read_pipedream
-from pacopt.cluster.policies import Decision, make_policy
+from pacopt.cluster.policies import (Decision, load_tuned, make_policy, nearest_paper_distribution,
+                                     tuned_choice)
 from pacopt.cluster.settings import ModelSettings
+from pacopt.cluster.simulator import simulate
 from pacopt.cluster.state import ClusterState
 from pacopt.cluster.topology import RampCluster
+from pacopt.cluster.workload import paper as paper_beta
 
 CLUSTER = RampCluster()
 
@@ -76,3 +81,81 @@ def test_random_draws_only_mask_degrees(setup):
 def test_unknown_policy_is_an_input_error():
     with pytest.raises(InputError, match="known: sequential"):
         make_policy("greedy")
+
+
+# ----- the baselines: fixed:K, fixed-or-min:K, tuned --------------------------------------------
+def test_fixed_takes_k_only_when_placeable_and_in_time(setup):
+    fixed = make_policy("fixed:4")
+    assert fixed.name == "fixed:4"
+    assert fixed.choose(decision(setup, 0.5)) == 4
+    assert fixed.choose(decision(setup, 0.2)) == 0          # JCT ~ seq / 4 misses 0.2 x seq
+    assert fixed.choose(decision(setup, 1.0, busy=tuple(range(30)))) == 0   # 2 free workers
+    assert make_policy("fixed:5").choose(decision(setup, 1.0)) == 0  # no RAMP shape for 5
+    assert make_policy("fixed:40").choose(decision(setup, 1.0)) == 0  # beyond the max degree
+
+
+def test_fixed_or_min_falls_back_to_min_feasible(setup):
+    policy, fallback = make_policy("fixed-or-min:4"), make_policy("min-feasible")
+    assert policy.choose(decision(setup, 0.5)) == 4
+    strict = decision(setup, 0.2)
+    assert policy.choose(strict) == fallback.choose(strict) > 4
+    crowded = decision(setup, 1.0, busy=tuple(range(30)))
+    assert policy.choose(crowded) == 1
+    assert policy.choose(decision(setup, 0.05)) == 0          # nothing meets it: reject
+
+
+@pytest.mark.parametrize("name, message", [
+    ("fixed:0", "K must be an integer >= 1"), ("fixed:x", "K must be an integer >= 1"),
+    ("fixed-or-min:", "K must be an integer >= 1"), ("fixed:-2", "K must be an integer >= 1"),
+    ("fixedd:3", "unknown policy"), ("tuned:3", "unknown policy")])
+def test_bad_parametric_names_are_one_line_input_errors(name, message):
+    with pytest.raises(InputError, match=message) as err:
+        make_policy(name)
+    assert "\n" not in str(err.value)
+
+
+def test_k_above_the_instance_max_degree_is_an_input_error(pipedream_dir, monkeypatch):
+    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))
+    instance = paper_instance("A", 0, num_jobs=5)
+    with pytest.raises(InputError, match="at most the instance's max_partitions_per_op"):
+        make_policy("fixed:17", instance)
+    assert make_policy("fixed-or-min:16", instance).name == "fixed-or-min:16"
+
+
+@pytest.mark.parametrize("dist", PAPER_DISTRIBUTIONS)
+def test_a_paper_sample_is_recognised(dist):
+    betas = paper_beta(dist).sample(np.random.default_rng(11), 300)
+    assert nearest_paper_distribution(betas)[0] == dist
+
+
+def test_the_tuned_file_lists_each_choice_and_it_is_the_best_candidate():
+    data = load_tuned()
+    assert data["tuning_seeds"] == list(TUNING_SEEDS)
+    for preset, table in data["presets"].items():
+        assert set(table) == set(PAPER_DISTRIBUTIONS)
+        for entry in table.values():
+            blocking = entry["blocking"]
+            assert {"fixed:4", "fixed-or-min:16", "min-feasible", "para-max"} <= set(blocking)
+            assert blocking[entry["choice"]] == min(blocking.values())
+            make_policy(entry["choice"])  # a valid name
+
+
+@pytest.mark.parametrize("dist", ["B", "D"])
+def test_tuned_plays_the_choice_for_the_instance_distribution(pipedream_dir, monkeypatch, dist):
+    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))
+    instance = paper_instance(dist, HELD_OUT_SEEDS[0], num_jobs=200)
+    policy = make_policy("tuned", instance)
+    assert policy.distribution == dist and policy.choice == tuned_choice(dist)
+    assert policy.name == f"tuned({tuned_choice(dist)}, {dist})"
+    solution = simulate(instance, policy, seed=0)
+    assert solution.method == policy.name
+    reference = simulate(instance, make_policy(policy.choice, instance), seed=0)
+    assert [j.degree for j in solution.jobs] == [j.degree for j in reference.jobs]
+
+
+def test_tuned_without_an_instance_uses_a(tmp_path):
+    assert make_policy("tuned").choice == tuned_choice("A")
+    bad = tmp_path / "tuned.json"
+    bad.write_text("{not json")
+    with pytest.raises(InputError, match="missing or corrupt"):
+        load_tuned(bad)

@@ -1,0 +1,78 @@
+"""Blocking rates of the baselines on held-out seeds of the paper workload, next to the paper's.
+
+    python benchmarks/bench_baselines.py [--preset ddls|physical] [--seeds N] [--jobs 1001]
+
+The paper workload (the five graphs, 1001 jobs, 4x4x2, horizon 1e6 ms) of each distribution A-D
+on the first N (default 3) of ``pacopt.cluster.paper.HELD_OUT_SEEDS``, never used for tuning.
+Each cell is the mean and the spread (sample standard deviation) of the validated blocking rate
+over the seeds. ``best fixed:K`` and ``best fixed-or-min:K`` pick K on these same held-out seeds
+(an oracle, labelled with its K: the most a single K can do), while ``tuned`` plays the choice
+made on the tuning seeds (``pacopt/data/tuned.json``), as a user would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from pacopt.cluster.paper import HELD_OUT_SEEDS, PAPER_DISTRIBUTIONS, paper_instance
+from pacopt.cluster.policies import make_policy
+from pacopt.cluster.settings import ModelSettings
+from tune_baselines import SHARED, blocking_rates, candidates
+
+#: The paper's reported blocking rates (``reference/pacml-paper-digest.md``).
+PAPER = {"paper PAC-ML": (0.204, 0.257, 0.117, 0.099),
+         "paper Para_max": (0.262, 0.263, 0.267, 0.263)}
+PLAIN = ("para-max", "para-min", "random", "min-feasible", "sequential")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", default="ddls", choices=["ddls", "physical"])
+    parser.add_argument("--seeds", type=int, default=3, help="how many held-out seeds")
+    parser.add_argument("--jobs", type=int, default=1001, help="jobs per episode")
+    parser.add_argument("--pipedream", type=Path, default=SHARED,
+                        help="folder with the PipeDream <model>.txt profiles")
+    args = parser.parse_args()
+    if not 1 <= args.seeds <= len(HELD_OUT_SEEDS) or args.jobs < 1:
+        print(f"--seeds must be in 1..{len(HELD_OUT_SEEDS)} and --jobs >= 1", file=sys.stderr)
+        return 2
+    os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(args.pipedream))
+    seeds = HELD_OUT_SEEDS[:args.seeds]
+    names = candidates(ModelSettings().max_partitions_per_op) + ["tuned"]
+    rows: dict[str, list[str]] = {}
+    with tqdm(total=len(PAPER_DISTRIBUTIONS) * len(seeds) * len(names), unit="episode",
+              desc="baselines", disable=None) as bar:
+        for dist in PAPER_DISTRIBUTIONS:
+            rates = blocking_rates(names, dist, seeds, args.preset, args.jobs, bar)
+            mean = {name: float(np.mean(r)) for name, r in rates.items()}
+
+            def cell(name: str, label: str = "") -> str:
+                spread = np.std(rates[name], ddof=1) if len(seeds) > 1 else 0.0
+                return f"{mean[name]:.3f} ± {spread:.3f}{label}"
+
+            for name in PLAIN:
+                rows.setdefault(name, []).append(cell(name))
+            for family in ("fixed", "fixed-or-min"):
+                best = min((n for n in names if n.startswith(family + ":")), key=mean.get)
+                rows.setdefault(f"best {family}:K", []).append(cell(best, f" (K={best[len(family) + 1:]})"))
+            played = make_policy("tuned", paper_instance(dist, seeds[0], args.jobs, args.preset))
+            rows.setdefault("tuned", []).append(cell("tuned", f" ({played.choice})"))
+    print(f"Blocking rate, paper workload ({args.jobs} jobs, {args.preset}), held-out seeds "
+          f"{list(seeds)}: mean ± spread")
+    width = 34
+    print(f"{'policy':22}" + "".join(f"{d:>{width}}" for d in PAPER_DISTRIBUTIONS))
+    for name, cells in rows.items():
+        print(f"{name:22}" + "".join(f"{c:>{width}}" for c in cells))
+    for name, values in PAPER.items():
+        print(f"{name:22}" + "".join(f"{v:>{width}.3f}" for v in values))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""Choose the ``tuned`` baseline: per beta distribution, the best fixed:K, fixed-or-min:K or
+heuristic on the tuning seeds only, written to ``pacopt/data/tuned.json``.
+
+    python benchmarks/tune_baselines.py [--preset ddls physical] [--jobs 1001] [--out FILE]
+
+Every candidate (the heuristics, then ``fixed:K`` and ``fixed-or-min:K`` for K = 1..max degree)
+plays the paper workload (the five graphs, 1001 jobs, 4x4x2, horizon 1e6 ms) of each
+distribution A-D on each seed of ``pacopt.cluster.paper.TUNING_SEEDS`` (``random`` seeded with
+the workload seed); the lowest mean blocking rate wins, ties going to the earlier candidate.
+The file lists, per preset and distribution, the choice and every candidate's mean tuning
+blocking rate. Presets not re-tuned keep their entry. Held-out seeds are never touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from pacopt.cluster.jct import JctModel
+from pacopt.cluster.paper import PAPER_DISTRIBUTIONS, PAPER_GRAPHS, TUNING_SEEDS, paper_instance
+from pacopt.cluster.policies import HEURISTICS, TUNED_PATH, make_policy
+from pacopt.cluster.settings import ModelSettings
+from pacopt.cluster.simulator import simulate
+from pacopt.solvers.validate import validate
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
+
+
+def candidates(max_degree: int) -> list[str]:
+    """Every policy ``tuned`` may pick, in tie-break order."""
+    ks = range(1, max_degree + 1)
+    return [*HEURISTICS, *(f"fixed:{k}" for k in ks), *(f"fixed-or-min:{k}" for k in ks)]
+
+
+def blocking_rates(names: list[str], dist: str, seeds, preset: str, num_jobs: int,
+                   bar=None) -> dict[str, list[float]]:
+    """Validated blocking rate of each policy on each seed's paper instance."""
+    out: dict[str, list[float]] = {name: [] for name in names}
+    for seed in seeds:
+        instance = paper_instance(dist, seed, num_jobs, preset)
+        model = JctModel(instance.cluster, instance.model)
+        for name in names:
+            solution = simulate(instance, make_policy(name, instance), seed=seed, model=model)
+            validate(instance, solution, model)
+            out[name].append(solution.blocking_rate)
+            if bar is not None:
+                bar.update()
+    return out
+
+
+def tune(preset: str, seeds=TUNING_SEEDS, num_jobs: int = 1001) -> dict:
+    """Per distribution: ``{"choice": name, "blocking": {candidate: mean rate}}``."""
+    names = candidates(ModelSettings().max_partitions_per_op)
+    result = {}
+    with tqdm(total=len(PAPER_DISTRIBUTIONS) * len(seeds) * len(names), unit="episode",
+              desc=f"tune {preset}", disable=None) as bar:
+        for dist in PAPER_DISTRIBUTIONS:
+            rates = blocking_rates(names, dist, seeds, preset, num_jobs, bar)
+            means = {name: float(np.mean(r)) for name, r in rates.items()}
+            choice = min(names, key=lambda name: means[name])  # min keeps the first of ties
+            result[dist] = {"choice": choice,
+                            "blocking": {name: round(m, 6) for name, m in means.items()}}
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", nargs="+", default=["ddls"], choices=["ddls", "physical"])
+    parser.add_argument("--jobs", type=int, default=1001, help="jobs per episode")
+    parser.add_argument("--out", type=Path, default=TUNED_PATH)
+    parser.add_argument("--pipedream", type=Path, default=SHARED,
+                        help="folder with the PipeDream <model>.txt profiles")
+    args = parser.parse_args()
+    if args.jobs < 1:
+        print("--jobs must be >= 1", file=sys.stderr)
+        return 2
+    os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(args.pipedream))
+    data = json.loads(args.out.read_text()) if args.out.exists() else {}
+    data.update({
+        "about": "tuned baseline: per preset and paper beta distribution, the policy with the "
+                 "lowest mean blocking rate on the tuning seeds (benchmarks/tune_baselines.py)",
+        "workload": {"graphs": list(PAPER_GRAPHS), "num_jobs": args.jobs,
+                     "interarrival_ms": 1000.0, "horizon_ms": 1e6, "cluster": "4x4x2"},
+        "tuning_seeds": list(TUNING_SEEDS)})
+    presets = data.setdefault("presets", {})
+    for preset in args.preset:
+        presets[preset] = tune(preset, TUNING_SEEDS, args.jobs)
+        for dist, entry in presets[preset].items():
+            print(f"{preset} {dist}: {entry['choice']} "
+                  f"(tuning blocking {entry['blocking'][entry['choice']]:.4f})")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(args.out)  # no partial file
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
