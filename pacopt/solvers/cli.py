@@ -147,6 +147,8 @@ COMMANDS = {
               "train the learned partitioner (imitation, then MaskablePPO); resumable"),
     "study": ("pacopt.analysis.cli", "study_command",
               "run a study (grids of instances x methods; local pool or --ray); resumable"),
+    "hetero": ("pacopt.solvers.hetero_cli", "hetero_main",
+               "cheapest resource types and provisioning of one job for a throughput (HeterPS)"),
 }
 
 
