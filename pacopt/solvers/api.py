@@ -18,7 +18,7 @@ from pathlib import Path
 from pacopt.cluster.errors import InputError
 from pacopt.cluster.instance import Instance, load_instance
 from pacopt.cluster.jct import JctModel
-from pacopt.cluster.policies import HEURISTICS, make_policy
+from pacopt.cluster.policies import POLICIES, make_policy
 from pacopt.cluster.simulator import simulate
 from pacopt.cluster.solution import Solution
 from pacopt.formulations.interrupt import stop_requested, stoppable
@@ -27,7 +27,7 @@ from pacopt.solvers.validate import ValidationError, validate
 
 #: Methods ``solve`` knows, with a one-line description each (see the module doc).
 METHODS = {**{name: "online: " + " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
-              for name, cls in HEURISTICS.items()}, **EXACT_METHODS}
+              for name, cls in POLICIES.items()}, **EXACT_METHODS}
 DEFAULT_METHOD = "min-feasible"
 
 #: Methods that are not online policies: family -> (module, function), imported on demand. The
@@ -47,9 +47,12 @@ SEED_RANGE = 2**31
 
 def method_family(method: str) -> str:
     """The :data:`METHODS` key ``method`` belongs to (``fixed:4`` -> ``fixed:K``); InputError
-    naming the known methods when there is none."""
+    naming the known methods when there is none. A recorded name that carries its choice,
+    ``tuned(fixed-or-min:6, A)``, belongs to ``tuned``."""
     if method in METHODS:
         return method
+    if method.endswith(")") and method.partition("(")[0] in METHODS:
+        return method.partition("(")[0]
     head, sep, _ = method.partition(":")
     for key in METHODS:
         if sep and key.partition(":")[0] == head and key.partition(":")[1]:
