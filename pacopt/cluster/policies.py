@@ -14,6 +14,11 @@ empty cluster, is left out; the reference offers it and always blocks, which nev
 paper's five graphs); the paper's baselines (``sequential``, ``para-max``, ``para-min``,
 ``random``) choose from it, as the reference's agents do, so a choice can still be blocked with
 ``no_placement``.
+
+The baselines an agent is judged against (:data:`BASELINES`) use the live table: ``fixed:K``
+(K if placeable now and in time, else reject), ``fixed-or-min:K`` (else min-feasible) and
+``tuned``, the best of those and of the heuristics per beta distribution on the tuning seeds
+(``pacopt/data/tuned.json``, written by ``benchmarks/tune_baselines.py``).
 """
 
 from __future__ import annotations
