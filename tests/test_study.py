@@ -175,3 +175,19 @@ def test_instance_files_as_a_grid(tmp_path):
                                            "methods": ["para-max", "para-max"]}]}
     with pytest.raises(InputError, match="appears twice"):
         study_from_dict(duplicate, tmp_path)
+
+
+def test_a_cell_stopped_by_ctrl_c_is_not_recorded(tmp_path, monkeypatch):
+    """Ctrl-C makes ``solve`` return early with ``interrupted`` set: that answer is not the
+    cell's, so the study stops and the cell runs again on resumption."""
+    study = study_from_dict(study_data(), EXAMPLES)
+    real = api.solve
+
+    def interrupted_on_random(instance, method, **kwargs):
+        solution = real(instance, method, **kwargs)
+        solution.interrupted = method == "random"
+        return solution
+    monkeypatch.setattr(api, "solve", interrupted_on_random)
+    with pytest.raises(KeyboardInterrupt):
+        run_study(study, tmp_path, workers=1, progress=False, plots=False)
+    assert read_table(tmp_path)["method"].tolist() == ["para-max"]

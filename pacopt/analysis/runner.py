@@ -54,10 +54,14 @@ def run_cell(cell: Cell) -> tuple[dict, str | None]:
         if key not in _MODELS:
             _MODELS[key] = JctModel(instance.cluster, instance.model)
         solution = solve(instance, cell.method_name, model=_MODELS[key], **cell.options)
-        return solution_row(cell, solution), solution.dumps()
     except Exception as err:  # noqa: BLE001 - a failed cell is a row with its reason, not the end
         reason = f"{type(err).__name__}: {err}".splitlines()[0]
         return error_row(cell, reason, time.perf_counter() - started), None
+    if getattr(solution, "interrupted", False):
+        # Ctrl-C stopped the method early: its answer is not the cell's, so the cell is not
+        # recorded as finished (a rerun solves it again)
+        raise KeyboardInterrupt
+    return solution_row(cell, solution), solution.dumps()
 
 
 def run_study(study: Study, out_dir: str | Path, *, workers: int | None = None,
@@ -143,21 +147,22 @@ def _on_pool(cells: list[Cell], workers: int) -> Iterator[tuple[Cell, dict, str 
             yield (cell, *run_cell(cell))
         return
     queue, running, free = list(cells), {}, workers
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        try:
-            while queue or running:
-                while queue and min(queue[0].cpus, workers) <= free:
-                    cell = queue.pop(0)
-                    free -= min(cell.cpus, workers)
-                    running[pool.submit(run_cell, cell)] = cell
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    cell = running.pop(future)
-                    free += min(cell.cpus, workers)
-                    yield (cell, *future.result())
-        finally:
-            for future in running:
-                future.cancel()
+    pool = ProcessPoolExecutor(max_workers=workers)
+    try:
+        while queue or running:
+            while queue and min(queue[0].cpus, workers) <= free:
+                cell = queue.pop(0)
+                free -= min(cell.cpus, workers)
+                running[pool.submit(run_cell, cell)] = cell
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                cell = running.pop(future)
+                free += min(cell.cpus, workers)
+                yield (cell, *future.result())
+    finally:
+        # on an interruption, do not wait for cells still running (an exact solve may take
+        # minutes): they are lost, and run again on resumption
+        pool.shutdown(wait=not running, cancel_futures=True)
 
 
 def _on_ray(cells: list[Cell], address: str | None, num_cpus: int
