@@ -2,6 +2,8 @@
 
 import random
 import signal
+import subprocess
+import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -200,3 +202,29 @@ def test_required_jobs_are_all_accepted_or_proven_impossible():
     hopeless = replace(problem, required=frozenset(j for j, ks in enumerate(problem.by_job)
                                                    if not ks))
     assert hopeless.required and solve_milp(hopeless).status == "infeasible"
+
+
+def test_stdout_comes_back_when_silenced_solves_overlap(tmp_path):
+    """Two lanes' solves silence stdout in overlapping spans (A opens, B opens, A closes, B
+    closes): stdout must be the real one afterwards, not the /dev/null that was in place when B
+    opened (a subprocess, so that file descriptor 1 is a file we can read)."""
+    script = tmp_path / "overlap.py"
+    script.write_text(
+        "import os, threading\n"
+        "from pacopt.formulations.quiet import c_stdout_silenced\n"
+        "a_open, b_open, a_closed = threading.Event(), threading.Event(), threading.Event()\n"
+        "def lane_a():\n"
+        "    with c_stdout_silenced():\n"
+        "        a_open.set(); b_open.wait(); os.write(1, b'lost-a\\n')\n"
+        "    a_closed.set()\n"
+        "def lane_b():\n"
+        "    a_open.wait()\n"
+        "    with c_stdout_silenced():\n"
+        "        b_open.set(); a_closed.wait(); os.write(1, b'lost-b\\n')\n"
+        "threads = [threading.Thread(target=f) for f in (lane_a, lane_b)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "os.write(1, b'kept\\n')\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "kept\n"
