@@ -7,6 +7,8 @@ best solution so far."""
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 
 import pytest
@@ -23,6 +25,7 @@ from pacopt.formulations.warm import check_choice, greedy_choice
 from pacopt.solvers.validate import find_problems
 
 from offline_cases import HAND_JOBS, SMALL, random_jobs, small_problem
+from test_cpsat import example_workload
 
 
 @pytest.fixture
@@ -249,3 +252,36 @@ def test_ctrl_c_between_steps_returns_the_best_so_far(windows_only):
     assert result.interrupted and len(calls) == 2
     assert len(result.chosen) >= len(start)
     check_choice(problem, result.chosen)
+
+
+def test_ctrl_c_stops_both_lanes_with_the_incumbent():
+    """A real SIGINT while the two-lane portfolio searches 60 jobs: both lanes stop within
+    seconds, and the result is the incumbent (at least the warm start), marked interrupted."""
+    problem = example_workload(60)
+    start = first_options(problem)
+    interrupt = threading.Timer(3.0, signal.raise_signal, (signal.SIGINT,))
+    started = time.perf_counter()
+    interrupt.start()
+    try:
+        result = solve_decomposed(problem, solve_cpsat, time_limit=60, threads=2,
+                                  warm_start=start, online=[])
+    finally:
+        interrupt.cancel()
+    assert time.perf_counter() - started < 15
+    assert result.interrupted and len(result.chosen) >= len(start)
+    assert [name for name in (t.name for t in threading.enumerate()) if "lane" in name] == []
+    check_choice(problem, result.chosen)
+
+
+def test_an_error_in_the_helper_lane_surfaces():
+    """A bug in the objective lane's backend is raised to the caller, not lost in its thread."""
+    problem = small_problem(HAND_JOBS)
+
+    def broken(sub, **kwargs):
+        if threading.current_thread().name == "objective-lane":
+            raise RuntimeError("lane bug")
+        return solve_cpsat(sub, **kwargs)
+
+    with pytest.raises(RuntimeError, match="lane bug"):
+        solve_decomposed(problem, broken, time_limit=30, threads=2,
+                         warm_start=first_options(problem), online=[])

@@ -108,7 +108,7 @@ def solve_decomposed(problem: OfflineProblem, backend: Backend, *, time_limit: f
         search.offer(start)
         search.note()
         if lanes == 2:
-            helpers.append(threading.Thread(target=search.lane, args=(("objective",),),
+            helpers.append(threading.Thread(target=search.guarded, args=(("objective",),),
                                             name="objective-lane", daemon=True))
             helpers[0].start()
         selection = search.relax()
@@ -127,6 +127,8 @@ def solve_decomposed(problem: OfflineProblem, backend: Backend, *, time_limit: f
         search.stop.set()
         for helper in helpers:
             helper.join()
+    if search.error is not None:
+        raise search.error
     return search.result()
 
 
@@ -159,6 +161,7 @@ class _Search:
         self.settled: set[tuple] = set()  # objective steps proven optimal, keyed by their input
         self.stop = Stop()  # ends every lane's backend call: proven, interrupted or failed
         self.lock = threading.RLock()
+        self.error: BaseException | None = None  # raised in a helper lane, re-raised at the end
 
     def left(self) -> float:
         return self.deadline - time.perf_counter()
@@ -230,6 +233,19 @@ class _Search:
         candidates = {j: [k] for j, k in incumbent.items()}
         candidates.update({j: [k] for j, k in answer.placed.items()})
         self.offer(greedy_choice(self.problem, candidates))
+
+    def guarded(self, moves: tuple[str, ...]) -> None:
+        """:meth:`lane` in a helper thread: Ctrl-C there ends the search like anywhere else;
+        any other error stops every lane and is kept for the caller's thread to raise."""
+        try:
+            self.lane(moves)
+        except KeyboardInterrupt:
+            self.interrupted = True
+        except BaseException as err:  # noqa: BLE001 -- re-raised by solve_decomposed
+            self.error = err
+        finally:
+            if self.interrupted or self.error is not None:
+                self.stop.set()
 
     def lane(self, moves: tuple[str, ...]) -> None:
         """Window passes (module doc, step 4) with ``moves`` until proven, stopped or out of
