@@ -114,3 +114,29 @@ def test_live_options_match_the_reference_first_fit(pipedream_dir, preset, spec)
             assert decision.valid_degrees == tuple(np.flatnonzero(options.placeable))
             mask = decision.action_mask()
             assert mask[0] and list(mask[1:]) == list(options.placeable[1:])
+
+
+def test_symmetry_key_of_a_choice_is_the_placements_canonical_key(pipedream_dir):
+    """The physical JCT cache keys placements by their few chosen blocks: the classes must be
+    exactly those of the per-op canonical key (equal keys <=> equal canonical keys)."""
+    cluster = cluster_of(CLUSTERS[0])
+    rng = np.random.default_rng(5)
+    for name in ("alexnet", "gnmt"):
+        g = graph(pipedream_dir, name)
+        for degree in (2, 4, 8):
+            plan = FitPlan.build(g, op_counts(g, degree, 0.01), cluster)
+            pairs = {}
+            for _ in range(150):
+                occupied = int(sum(1 << int(s) for s in
+                                   np.flatnonzero(rng.random(32) < rng.uniform(0, 0.7))))
+                choice = plan.fit(occupied)
+                if choice is not None:
+                    pairs[plan.symmetry_key(choice)] = plan.placement(choice).canonical_key(cluster)
+            assert len(pairs) > 3
+            assert len(set(pairs.values())) == len(pairs)  # distinct keys, distinct classes
+            for _ in range(150):  # and equal keys give equal canonical keys
+                occupied = int(rng.integers(0, 2 ** 32))
+                choice = plan.fit(occupied)
+                if choice is not None and plan.symmetry_key(choice) in pairs:
+                    assert (pairs[plan.symmetry_key(choice)]
+                            == plan.placement(choice).canonical_key(cluster))

@@ -191,7 +191,7 @@ class JctModel:
         return self._table_plans[key]
 
     def _placed_jct(self, plan: FitPlan, choice) -> float:
-        key = (plan.graph.fingerprint, plan.counts, plan.key(choice))
+        key = (plan.graph.fingerprint, plan.counts, plan.symmetry_key(choice))
         if key not in self._live_jct:
             if len(self._live_jct) >= _PLACEMENT_CACHE_LIMIT:
                 self._live_jct.clear()

@@ -73,14 +73,21 @@ class Placement:
         symmetries and one simulation serves the whole class. Memoised: placements are cached
         and re-timed often."""
         if cluster not in self._keys:
-            relabel: tuple[dict, dict, dict] = ({}, {}, {})
-            key = [len(block.servers) for block in self.blocks]
-            for block in self.blocks:
-                for server in block.servers:
-                    for axis, value in enumerate(cluster.coords[server]):
-                        key.append(relabel[axis].setdefault(value, len(relabel[axis])))
+            key = [len(block.servers) for block in self.blocks] + relabelled(self.blocks, cluster)
             self._keys[cluster] = hashlib.blake2b(repr(key).encode(), digest_size=12).hexdigest()
         return self._keys[cluster]
+
+
+def relabelled(blocks, cluster: RampCluster) -> list[int]:
+    """The blocks' server coordinates, each axis renumbered by first appearance: equal for two
+    block sequences that a relabelling of groups, racks and slots maps onto each other."""
+    relabel: tuple[dict, dict, dict] = ({}, {}, {})
+    out = []
+    for block in blocks:
+        for server in block.servers:
+            for axis, value in enumerate(cluster.coords[server]):
+                out.append(relabel[axis].setdefault(value, len(relabel[axis])))
+    return out
 
 
 def first_fit_reference(graph: JobGraph, counts: tuple[int, ...], cluster: RampCluster,
@@ -133,8 +140,8 @@ class FitPlan:
     """First-fit of one graph at fixed per-op ``counts``, prepared once per cluster.
 
     :meth:`fit` returns a *choice*: with ``memory_free``, the first free block of each size in
-    ``sizes`` (in that order); otherwise the exact per-op blocks. A choice fixes the placement, so
-    its masks (:meth:`key`) key anything that depends on the placement.
+    ``sizes`` (in that order); otherwise the exact per-op blocks. A choice fixes the placement, and
+    :meth:`symmetry_key` keys what depends on it only up to the topology's symmetries (its JCT).
     """
 
     graph: JobGraph
@@ -173,10 +180,12 @@ class FitPlan:
             mask |= block.mask
         return mask
 
-    @staticmethod
-    def key(choice: tuple[Block, ...]) -> tuple[int, ...]:
-        """A hashable key of a choice (within one size a block's mask names it)."""
-        return tuple(block.mask for block in choice)
+    def symmetry_key(self, choice: tuple[Block, ...]) -> tuple[int, ...]:
+        """A key shared by the choices whose placements have the same
+        :meth:`Placement.canonical_key`, computed from the few chosen blocks, not from every op:
+        the per-op blocks repeat the choice's blocks in first-appearance order (``sizes`` are
+        in op order), so the renumbering, and with it the canonical key, follows from it."""
+        return tuple(relabelled(choice, self.cluster))
 
     def placement(self, choice: tuple[Block, ...]) -> Placement:
         """The full placement (one block per op) a choice stands for."""
