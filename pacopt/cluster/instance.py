@@ -271,6 +271,8 @@ def _load_graph(name: str, entry: SpecModel, base_dir: Path) -> JobGraph:
         raise InputError(f"{where}: {err}") from None
     except UnicodeDecodeError:
         raise InputError(f"{where}: the PipeDream file is not UTF-8 text") from None
+    except TypeError as err:  # the PipeDream parser on a size such as [1; [2]]
+        raise InputError(f"{where}: not a valid PipeDream profile: {err}") from None
 
 
 def check_file(path: str | Path, what: str = "file") -> Path:

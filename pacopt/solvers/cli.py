@@ -246,6 +246,8 @@ def _graph(spec: str):
         return resolve_graph(spec)
     except UnicodeDecodeError:
         raise InputError(f"graph '{spec}' is not UTF-8 text") from None
+    except TypeError as err:  # the PipeDream parser on a size such as [1; [2]]
+        raise InputError(f"graph '{spec}' is not a valid PipeDream profile: {err}") from None
 
 
 def _profile(args) -> int:
