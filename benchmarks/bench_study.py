@@ -7,7 +7,9 @@ methods, 1001-job paper episodes) on a local process pool and on a local Ray ins
 The timing tables are built once first (the target is "tables cached"): a fresh cache folder is
 warmed by one pass over the paper graphs, then every run starts from an empty output folder (no
 resumption). Ray's start-up is timed apart from the study. Every run must give the same table
-(all columns but time); the script says so. Target: the study in under 60 s on 2 cores.
+(all columns but time); the script says so. The 1-minute load average before each run is shown:
+on a machine busy with other work, speed-ups from more CPUs cannot show. Target: the study in
+under 60 s on 2 cores.
 """
 
 from __future__ import annotations
@@ -84,15 +86,16 @@ def main() -> int:
           f"{len(methods)} methods: {', '.join(methods)}), 1001 jobs each; tables built in "
           f"{time.perf_counter() - t0:.1f} s, then cached")
     print(f"{'backend':10} {'CPUs':>4} {'start-up s':>10} {'study s':>8} {'cells/s':>8} "
-          f"{'speed-up':>8}")
+          f"{'speed-up':>8} {'load avg':>8}")
     reference, base = None, {}
     for backend in ("pool", "ray"):
         for cpus in args.cpus:
+            load = os.getloadavg()[0]  # other work on the machine: speed-ups need it near 0
             startup, seconds, table = timed(study, cpus, backend == "ray")
             failed = int((table["status"] == "error").sum())
             base.setdefault(backend, seconds)
             print(f"{backend:10} {cpus:>4} {startup:>10.1f} {seconds:>8.1f} "
-                  f"{len(table) / seconds:>8.2f} {base[backend] / seconds:>8.2f}"
+                  f"{len(table) / seconds:>8.2f} {base[backend] / seconds:>8.2f} {load:>8.1f}"
                   + (f"  ({failed} failed)" if failed else ""), flush=True)
             if reference is None:
                 reference = comparable(table)

@@ -202,4 +202,4 @@ def test_paper_table_side_by_side():
     assert pd.isna(long.loc[("PAC-ML", "A"), "blocking"])
     text = paper_markdown(long.reset_index())
     assert "| Para_max | 0.270 ± 0.010 | 0.262 |" in text
-    assert "0 of 1 proven optimal" in text
+    assert "200 jobs x 1 seed; 0 of 4 proven optimal" in text
