@@ -38,6 +38,7 @@ Backend = Callable[..., ExactResult]
 CHUNK = 40  # jobs placed per step of a long realisation
 LOOKAHEAD = 20  # jobs after a chunk that it must leave room for (when that fits)
 SECONDS_PER_JOB = 0.1  # a check's time limit, per job in its model (fixed ones included)
+FIRST_SECONDS_PER_JOB = 0.2  # ... for a chunk's first checks (the whole set at once)
 MIN_CHECK_SECONDS = 1.0  # ... and at least this
 DROP_TRIES = 3  # drop candidates tried before dropping the one that frees most anyway
 
@@ -75,9 +76,12 @@ class _Placer:
         return self.interrupted or (self.stop is not None and self.stop.is_set()) or \
             self.deadline - time.perf_counter() < MIN_CHECK_SECONDS / 2
 
-    def fit(self, jobs: list[int], fixed: dict[int, int]) -> dict[int, int] | None:
+    def fit(self, jobs: list[int], fixed: dict[int, int],
+            first: bool = False) -> dict[int, int] | None:
         """A placement (job -> option) of ``jobs`` around ``fixed``, or None when the backend
-        proves there is none, cannot find one within its budget, or time is up."""
+        proves there is none, cannot find one within its budget (longer for a ``first`` check
+        of a whole chunk: most sets that fit need a while, and success saves every bisection
+        step), or time is up."""
         if not jobs:
             return {}
         if self.out_of_time():
@@ -85,8 +89,9 @@ class _Placer:
         around = _around(self.problem, jobs, fixed)
         group = set(jobs) | around.keys()
         sub, original = restrict(self.problem, group, required=group, fixed=around)
+        per_job = FIRST_SECONDS_PER_JOB if first else SECONDS_PER_JOB
         limit = min(self.deadline - time.perf_counter(),
-                    max(MIN_CHECK_SECONDS, SECONDS_PER_JOB * len(group)))
+                    max(MIN_CHECK_SECONDS, per_job * len(group)))
         self.checks += 1
         answer = self.backend(sub, time_limit=limit, threads=self.threads, stop=self.stop,
                               warm_start=self._warm(sub, original, around))
@@ -118,7 +123,7 @@ def place(problem: OfflineProblem, backend: Backend, jobs: list[int], *,
     arguments are those of :func:`realise`."""
     placer = _Placer(problem, backend, threads, deadline, stop)
     placer.set_hint(hint or {})
-    placed = placer.fit([j for j in jobs if problem.by_job[j]], dict(fixed or {}))
+    placed = placer.fit([j for j in jobs if problem.by_job[j]], dict(fixed or {}), first=True)
     return Realisation(placed=placed or {}, complete=placed is not None, checks=placer.checks,
                        interrupted=placer.interrupted)
 
@@ -153,8 +158,8 @@ def realise(problem: OfflineProblem, backend: Backend, jobs: list[int], *,
             return out
         window = pending[:chunk]
         ahead = pending[chunk:chunk + lookahead]
-        placed = placer.fit(window + ahead, fixed) if ahead else None
-        placed = placed if placed is not None else placer.fit(window, fixed)
+        placed = placer.fit(window + ahead, fixed, first=True) if ahead else None
+        placed = placed if placed is not None else placer.fit(window, fixed, first=True)
         fits = 0  # how many first jobs of the window are known to fit
         while placed is None:
             if give_up():
