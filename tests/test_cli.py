@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -320,3 +323,226 @@ def test_job_level_plan_beats_or_ties_the_single_degree_rule(capsys):
     assert plan["simulated_jct_ms"] <= plan["single_degree"]["jct_ms"] * 1.001
     assert pacopt_main(["job", "cnn", "--budget", "0"]) == 2      # bad input: one line, exit 2
     assert capsys.readouterr().err.startswith("error: budget")
+
+
+# ----- issue 12: the front door keeps every promise -------------------------------------------------
+def test_output_path_is_checked_before_any_work(tmp_path, monkeypatch, capsys):
+    """Item 2: a missing folder or a folder as --out is one line at once, not after solving."""
+    def never(*args, **kwargs):
+        raise AssertionError("solve() ran although --out was unusable")
+
+    monkeypatch.setattr(api, "solve", never)
+    instance = small_instance(tmp_path / "i.json")
+    (tmp_path / "folder").mkdir()
+    before = set(tmp_path.rglob("*"))
+    for out, fragment in ((tmp_path / "missing" / "r.json", "does not exist"),
+                          (tmp_path / "folder", "is a folder")):
+        assert solve_main([str(instance), "--out", str(out)]) == 2
+        assert fragment in one_error_line(capsys.readouterr().err)
+    assert set(tmp_path.rglob("*")) == before  # no stray .tmp
+
+
+@pytest.mark.parametrize("flags, fragment", [
+    (["--seed", "-1"], "--seed must be in [0, 2147483648), not -1"),
+    (["--time-limit", "nan"], "--time-limit must be a finite number of seconds > 0, not nan"),
+    (["--time-limit", "inf"], "--time-limit must be a finite number of seconds > 0, not inf"),
+    (["--threads", "0"], "--threads must be >= 1"),
+])
+def test_out_of_range_flags_exit_2(flags, fragment, tmp_path, capsys):
+    """Items 4 and 5."""
+    out = tmp_path / "r.json"
+    assert solve_main([str(small_instance(tmp_path / "i.json")), *flags, "--out", str(out)]) == 2
+    assert fragment in one_error_line(capsys.readouterr().err)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"workload": {"graphs": ["cnn"], "num_jobs": 10**12, "interarrival_ms": 1,
+                   "max_jct_fraction": 0.5}}, "workload.num_jobs: must be less than or equal to"),
+    ({"cluster": {"communication_groups": 100000, "racks_per_group": 1000,
+                  "servers_per_rack": 2}}, "cluster.communication_groups"),
+    ({"cluster": {"communication_groups": 64, "racks_per_group": 64, "servers_per_rack": 2}},
+     "8192 servers; pacopt handles at most 4096"),
+])
+def test_size_guards_reject_before_allocating(change, fragment, tmp_path, capsys):
+    """Item 4: sizes far beyond real use are one line, at once (not terabytes, not minutes)."""
+    started = time.perf_counter()
+    assert solve_main([str(small_instance(tmp_path / "i.json", **change)), "--out",
+                       str(tmp_path / "r.json")]) == 2
+    assert fragment in one_error_line(capsys.readouterr().err)
+    assert time.perf_counter() - started < 5
+
+
+def test_errors_list_every_problem(tmp_path, capsys):
+    """Item 7: no "(and N more problems)" hiding problems that fit on the line."""
+    instance = small_instance(tmp_path / "i.json", jobs=[
+        {"id": "j0", "graph": "cnn", "arrival_ms": -1, "max_jct_fraction": 0.5},
+        {"id": "j1", "graph": "cnn", "arrival_ms": 0, "max_jct_fraction": 2},
+        {"id": "j2", "graph": "cnn", "arrival_ms": 0}])
+    assert solve_main([str(instance)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "more problem" not in line
+    for fragment in ("jobs[0].arrival_ms", "jobs[1].max_jct_fraction",
+                     "jobs[2].max_jct_fraction: required field is missing"):
+        assert fragment in line
+
+
+def test_non_utf8_result_and_instance_files(bundled_result, tmp_path, capsys):
+    """Item 4: a file that is not UTF-8 is one line, whichever file it is."""
+    _, out = bundled_result
+    garbage = tmp_path / "garbage.json"
+    garbage.write_bytes(b'{"method": "\xff\xfe"}')
+    assert pacopt_main(["validate", BUNDLED, str(garbage)]) == 2
+    assert "is not UTF-8 text" in one_error_line(capsys.readouterr().err)
+    assert pacopt_main(["validate", str(garbage), str(out)]) == 2
+    assert "is not UTF-8 text" in one_error_line(capsys.readouterr().err)
+
+
+def test_a_graph_given_to_solve_and_an_instance_given_to_profile(tmp_path, capsys):
+    """Item 7: each command says when it got the other's kind of file."""
+    assert solve_main([CNN, "--out", str(tmp_path / "r.json")]) == 2
+    assert "is a graph, not an instance" in one_error_line(capsys.readouterr().err)
+    assert pacopt_main(["profile", BUNDLED]) == 2
+    assert "is an instance, not a graph" in one_error_line(capsys.readouterr().err)
+
+
+def _tampered(out: Path, tmp_path: Path, change) -> Path:
+    data = json.loads(out.read_text())
+    change(data)
+    bad = tmp_path / "tampered.json"
+    bad.write_text(json.dumps(data))
+    return bad
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (lambda d: d.update(accepted=d["accepted"] + 1), "summary says accepted"),
+    (lambda d: d.update(arrived=7), "summary says arrived 7"),
+    (lambda d: d.update(status="optimal", bound_accepted=d["accepted"], gap=0.0),
+     "online policy: its status must be 'heuristic', not 'optimal'"),
+])
+def test_validate_checks_the_summary(bundled_result, tmp_path, capsys, change, fragment):
+    """Item 3: a summary contradicting the jobs, or a heuristic relabelled optimal, is invalid."""
+    _, out = bundled_result
+    assert pacopt_main(["validate", BUNDLED, str(_tampered(out, tmp_path, change))]) == 1
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1].startswith("INVALID") and any(fragment in line for line in lines), lines
+
+
+def test_failing_validation_exits_1_when_piped_into_head(bundled_result, tmp_path):
+    """Item 3: the reader leaving (``| head``) does not turn a failure into exit 0."""
+    _, out = bundled_result
+    bad = _tampered(out, tmp_path, lambda d: d.update(accepted=0))
+    read, write = os.pipe()
+    os.close(read)  # the reader has gone before the first line
+    try:
+        done = subprocess.run([sys.executable, "-m", "pacopt.solvers.cli", "validate", BUNDLED,
+                               str(bad)], stdout=write, stderr=subprocess.PIPE, text=True,
+                              timeout=120)
+    finally:
+        os.close(write)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_result_records_limits_threads_seed_and_interruption(tmp_path):
+    """Item 6 (exact: the effective time limit and threads) and item 7 (random without --seed
+    draws a seed, uses it and records it, so the run can be repeated)."""
+    out = tmp_path / "r.json"
+    assert solve_main([BUNDLED, "--method", "random", "--out", str(out), "--quiet"]) == 0
+    first = json.loads(out.read_text())
+    assert isinstance(first["seed"], int) and first["interrupted"] is False
+    assert first["time_limit"] is None and first["threads"] is None
+    assert solve_main([BUNDLED, "--method", "random", "--seed", str(first["seed"]), "--out",
+                       str(out), "--quiet"]) == 0
+    again = json.loads(out.read_text())
+    assert [job["degree"] for job in again["jobs"]] == [job["degree"] for job in first["jobs"]]
+    instance = small_instance(tmp_path / "i.json")
+    assert solve_main([str(instance), "--method", "bound", "--time-limit", "7", "--threads", "1",
+                       "--out", str(out), "--quiet"]) == 0
+    exact = json.loads(out.read_text())
+    assert (exact["time_limit"], exact["threads"], exact["interrupted"]) == (7, 1, False)
+
+
+def test_utilisation_is_over_the_jobs_span(tmp_path):
+    """Item 7: a horizon far beyond the last job does not dilute the utilisation."""
+    runs = {}
+    for horizon in (None, 1e9):
+        changes = {} if horizon is None else {"horizon_ms": horizon}
+        out = tmp_path / f"r{horizon}.json"
+        assert solve_main([str(small_instance(tmp_path / "i.json", **changes)), "--out", str(out),
+                           "--quiet"]) == 0
+        runs[horizon] = json.loads(out.read_text())["metrics"]
+    assert runs[1e9]["worker_utilisation"] == pytest.approx(runs[None]["worker_utilisation"])
+    assert runs[1e9]["episode_ms"] == runs[None]["episode_ms"] < 1e9
+    assert runs[None]["worker_utilisation"] > 0.01
+
+
+def test_solve_help_wraps_every_description_whole(capsys, monkeypatch):
+    """Item 7: a long method description wraps under itself; none is cut."""
+    long = "online: " + " ".join(f"word{i}" for i in range(40)) + " END."
+    monkeypatch.setitem(api.METHODS, "demo:K", long)
+    with pytest.raises(SystemExit):
+        solve_main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for description in api.METHODS.values():
+        assert " ".join(description.split()) in help_text
+
+
+def test_method_registry_takes_parametric_families(monkeypatch):
+    monkeypatch.setitem(api.METHODS, "demo:K", "online: a family")
+    assert api.method_family("demo:4") == "demo:K" and api.method_family("milp") == "milp"
+    assert api.is_online("demo:7") and not api.is_online("cpsat")
+    for bad in ("demo", "nosuch:3", "milp:2"):
+        with pytest.raises(api.InputError, match="unknown method"):
+            api.method_family(bad)
+
+
+def echo_command(argv: list[str]) -> int:
+    """A subcommand registered by the test below."""
+    print("echo", *argv)
+    return 3
+
+
+def test_a_subcommand_is_one_registration(monkeypatch, capsys):
+    from pacopt.solvers import cli
+
+    monkeypatch.setitem(cli.COMMANDS, "echo", (__name__, "echo_command", "say it back"))
+    assert pacopt_main(["echo", "a", "--b"]) == 3
+    assert capsys.readouterr().out == "echo a --b\n"
+    assert pacopt_main(["--help"]) == 0
+    assert "say it back" in capsys.readouterr().out
+
+
+def test_failed_download_leaves_no_empty_folder(tmp_path, monkeypatch, capsys):
+    """Item 7: the folders a failed download created are removed again."""
+    from pacopt.cluster import pipedream
+
+    def offline(dest, models=None):
+        Path(dest).mkdir(parents=True, exist_ok=True)
+        raise OSError("no route to host")
+
+    monkeypatch.setattr(pipedream, "download_pipedream", offline)
+    dest = tmp_path / "a" / "b" / "pipedream"
+    assert pacopt_main(["download-pipedream", "--dest", str(dest)]) == 2
+    assert "download failed" in one_error_line(capsys.readouterr().err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_live_line_ticks_on_a_terminal_and_logs_improvements_elsewhere():
+    """Exact methods are never silent: on a terminal the line is redrawn with the clock."""
+    from pacopt.solvers.exact import LiveLine
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal, log = Terminal(), io.StringIO()
+    started = time.perf_counter()
+    with LiveLine(started, stream=terminal) as live, LiveLine(started, stream=log) as logged:
+        for report in (live, logged):
+            report(0.1, 40, 50)
+            report(0.2, 40, 50)  # no change: nothing new in a log
+            report(0.3, 45, 50)
+        time.sleep(1.2)
+    assert terminal.getvalue().count("\r") >= 2 and "gap 10.00%" in terminal.getvalue()
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 2 and "incumbent    40" in lines[0] and "gap 10.00%" in lines[1]

@@ -71,7 +71,8 @@ def _method_lines(methods: dict[str, str], width: int = 100) -> list[str]:
     column = max(map(len, methods)) + 4
     lines = []
     for name, text in methods.items():
-        wrapped = textwrap.wrap(text, width - column) or [""]
+        wrapped = textwrap.wrap(text, width - column, break_on_hyphens=False,
+                                break_long_words=False) or [""]
         lines.append(f"  {name:<{column - 2}}{wrapped[0]}")
         lines += [" " * column + rest for rest in wrapped[1:]]
     return lines

@@ -1,9 +1,9 @@
 """Running the exact methods: build the offline problem, warm-start it from the best online
-heuristic, solve with a backend, and tighten the reported bound with the worker-count relaxation.
+method, solve with a backend, and tighten the reported bound with the worker-count relaxation.
 
 Methods: ``milp`` (Pyomo + HiGHS), ``cpsat`` (OR-Tools CP-SAT), ``bound`` (no search: the best
-heuristic as incumbent and the worker-count relaxation as the bound, for instances too large to
-search).
+online method as incumbent and the worker-count relaxation as the bound, for instances too large
+to search).
 """
 
 from __future__ import annotations
@@ -16,22 +16,18 @@ import time
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.jct import JctModel
 from pacopt.cluster.metrics import episode_metrics
-from pacopt.cluster.policies import make_policy
-from pacopt.cluster.simulator import simulate
 from pacopt.cluster.solution import Solution
 from pacopt.formulations.bound import solve_relaxation
-from pacopt.formulations.decomposition import solve_decomposed
+from pacopt.formulations.decomposition import ONLINE_SHARE, solve_decomposed
 from pacopt.formulations.interrupt import stop_requested
 from pacopt.formulations.offline import ExactResult, build_problem, to_solution
-from pacopt.formulations.warm import warm_start_from
+from pacopt.formulations.warm import best_online_start, online_policies
 
 EXACT_METHODS = {
     "milp": "exact: offline optimum, Pyomo MILP solved by HiGHS",
     "cpsat": "exact: offline optimum, OR-Tools CP-SAT model",
-    "bound": "bound: best heuristic as incumbent, worker-count relaxation as upper bound",
+    "bound": "bound: best online method as incumbent, worker-count relaxation as upper bound",
 }
-#: Heuristics whose best solution warm-starts the search (all deterministic and cheap).
-WARM_HEURISTICS = ("min-feasible", "para-min", "para-max")
 DEFAULT_TIME_LIMIT = 120.0
 BOUND_TIME_LIMIT = 10.0  # seconds the bound method gives the relaxation's integer search
 
@@ -49,9 +45,10 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
     limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
     with LiveLine(started, enabled=progress) as live:
         problem = build_problem(instance, model)
-        best = max((simulate(instance, make_policy(name), model=model) for name in WARM_HEURISTICS),
-                   key=lambda s: s.accepted)
-        start = warm_start_from(problem, best)
+        # every online method's episode, cheapest first, within a share of the time
+        warm_method, start = best_online_start(
+            problem, online_policies(instance),
+            deadline=time.perf_counter() + ONLINE_SHARE * limit)
         trivial = sum(1 for options in problem.by_job if options)
         live(time.perf_counter() - started, len(start), trivial)
         if stop_requested():
@@ -66,7 +63,8 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
         else:
             remaining = max(1.0, limit - (time.perf_counter() - started))
             result = solve_decomposed(problem, _backend(method), time_limit=remaining,
-                                      threads=threads, warm_start=start, progress=live)
+                                      threads=threads, warm_start=start, progress=live,
+                                      online=[])  # played above
     bound = result.bound_accepted
     chosen = result.chosen if len(result.chosen) >= len(start) else start
     status = "error" if result.status == "error" else (
@@ -76,7 +74,7 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
     solution.time_limit, solution.threads = limit, threads or available_cores()
     solution.metrics = episode_metrics(instance, solution)
     solution.metrics["warm_start_accepted"] = len(start)
-    solution.metrics["warm_start_method"] = best.method
+    solution.metrics["warm_start_method"] = warm_method
     solution.metrics["trace"] = result.trace
     return solution
 
