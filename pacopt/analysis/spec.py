@@ -43,9 +43,10 @@ from pacopt.cluster.paper import HELD_OUT_SEEDS, PAPER_DISTRIBUTIONS, PAPER_GRAP
 from pacopt.cluster.settings import PRESETS
 from pacopt.cluster.spec import SpecModel, field_path
 
-#: Method options every method accepts (``solve``'s keyword arguments); others are passed through
-#: to ``solve`` when its signature has them (e.g. a learned agent's checkpoint).
+#: ``solve()`` parameters a study sets itself; every other keyword of ``solve()`` is a method
+#: option (``time_limit``, ``threads``, ``seed``, a learned agent's ``checkpoint``, ...).
 _NOT_OPTIONS = {"instance", "method", "progress", "model"}
+_NUMBER_OPTIONS = {"time_limit": (int, float), "threads": int, "seed": int}
 
 
 # ----- the format ----------------------------------------------------------------------------------
@@ -227,13 +228,17 @@ def _check_method(method: MethodSpec, loc: tuple) -> MethodSpec:
             known = [p for p in params if p not in _NOT_OPTIONS]
             raise InputError(f"{where}.{option}: unknown method option; known: "
                              f"label, {', '.join(known)}")
-        if option in ("time_limit",) and not (isinstance(value, (int, float)) and value > 0):
-            raise InputError(f"{where}.{option}: must be a number > 0, got {value!r}")
-        if option in ("threads", "seed") and not (isinstance(value, int) and value >= 0
-                                                  and not isinstance(value, bool)):
-            raise InputError(f"{where}.{option}: must be an integer >= 0, got {value!r}")
-    if method.options.get("threads") == 0:
-        raise InputError(f"{where}.threads: must be >= 1")
+        kind = _NUMBER_OPTIONS.get(option)
+        if kind and (isinstance(value, bool) or not isinstance(value, kind)):
+            raise InputError(f"{where}.{option}: must be a number, got {json.dumps(value)}")
+    from pacopt.solvers import api
+    if hasattr(api, "check_options"):  # the api's own ranges (time limit > 0, threads >= 1, ...)
+        options = method.options
+        try:
+            api.check_options(method.name, options.get("time_limit"), options.get("threads"),
+                              options.get("seed"))
+        except InputError as err:
+            raise InputError(f"{where}: {err}") from None
     return method
 
 
