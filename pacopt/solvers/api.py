@@ -34,10 +34,16 @@ DEFAULT_METHOD = "min-feasible"
 #: function is called as ``run(instance, method, model, time_limit=, threads=, seed=,
 #: progress=)`` and returns a :class:`Solution` (not yet validated).
 RUNNERS = {name: ("pacopt.solvers.exact", "run_exact") for name in EXACT_METHODS}
+RUNNERS["lp-round"] = ("pacopt.formulations.lp_round", "run_lp_round")
+METHODS["lp-round"] = ("offline: LP relaxation with randomised rounding and re-placement (Yu et "
+                       "al.), best of 48 seeded rounds; the worker-count LP as bound")
 
 #: Online policies that live above ``cluster`` (imported on demand): name -> (module, class),
 #: built as ``cls(instance, checkpoint=...)``.
-POLICY_CLASSES = {"pac-ml": ("pacopt.learned.agent", "LearnedPolicy")}
+POLICY_CLASSES = {"pac-ml": ("pacopt.learned.agent", "LearnedPolicy"),
+                  "lp-online": ("pacopt.formulations.lp_online", "LpOnline")}
+METHODS["lp-online"] = ("online: at each arrival an LP over the running jobs, the arriving job "
+                        "and sampled future arrivals; the arriving job's degree is rounded from it")
 METHODS["pac-ml"] = ("online: the learned agent (GNN + masked PPO, PAC-ML's idea); the shipped "
                      "checkpoint for the instance's preset unless --checkpoint")
 

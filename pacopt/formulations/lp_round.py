@@ -1,0 +1,429 @@
+"""Randomised rounding of the offline LP (``--method lp-round``), after Yu et al. (TNSE 2021).
+
+Yu, Liu, Wu, Ji and Bentley, *Toward Efficient Online Scheduling for Distributed Machine Learning
+Systems* (arXiv 2108.02917), write joint resource allocation and locality as a mixed packing and
+covering integer programme and round its LP relaxation. Only their abstract is at hand; what
+follows is pacopt's own design on pacopt's offline problem (:mod:`pacopt.formulations.offline`).
+
+**The LP.** One column per option (job, degree, footprint: a full configuration, so the covering
+side, "an accepted job gets everything it needs", holds by construction of the columns), and two
+kinds of packing rows: at most one option per job, and at most one option per conflict row (one
+server at one maximal arrival instant). It is the LP relaxation of the exact MILP
+(:mod:`pacopt.formulations.milp`), with the objective ``sum (1 - EPS_COST * w_k / w_max) x_k``
+(w: worker-time) so that among equal counts the LP prefers small footprints. Solved by HiGHS's
+simplex through highspy.
+
+**Rounding.** With a scaling factor ``alpha``, each job independently takes option k with
+probability ``alpha * x_k`` (and nothing with the rest). *Alteration*: jobs are then kept in
+arrival order unless their option meets one already kept (dropped). *Re-placement*: every job
+left out tries its options, in order of LP value then worker-time, against everything kept. This
+is repeated ``rounds`` times with seeds spawned from one seed, and the best (most jobs, then least
+worker-time) is kept. The answer is checked against the exact conflict rows and, through
+``solve``, the validator.
+
+**The guarantee** (for the whole-problem LP). Take job j's pick k (probability ``alpha x_k``).
+In arrival order, k is dropped only if an earlier job's pick runs at j's arrival on one of k's
+w_k servers. Everything running at that instant belongs to one maximal-instant clique, so for
+each such server the LP puts mass at most 1 on it there, and picks are independent across jobs:
+``P(k dropped | k picked) <= alpha * w_k``. Hence the round keeps, in expectation, at least
+``sum_k alpha x_k (1 - alpha w_k) >= alpha (1 - alpha W) LP``, W the widest footprint;
+``alpha = 1/(2W)`` gives ``E[accepted] >= LP / (4W) >= OPT (1 - EPS_COST) / (4W)``. This is the
+standard ``Omega(1/Delta)`` result for packing LPs, with Delta the column sparsity; alteration in
+arrival order makes the relevant sparsity a footprint's width (W <= 32 on 4x4x2, so 1/128), not
+the number of rows a column meets (width times the instants it spans). One round in every
+``rounds`` uses that ``alpha``; re-placement and best-of-R only add jobs, so the bound holds for
+the method's expected answer. It is a worst case; the measured ratio is far better (README).
+
+**Windows.** Simplex on the whole LP takes ~4 s at 50 jobs, minutes at 100 (it is highly
+degenerate: the LP accepts nearly every job fractionally), and neither interior point nor PDLP
+is faster. Above :data:`WHOLE_LP_MAX_OPTIONS` options the jobs are therefore taken in windows of
+``window`` consecutive arrivals: each window's LP has the options that avoid the jobs already
+committed, is rounded as above, and its best round is committed. The guarantee then holds per
+window against that window's residual LP, not against the whole problem's optimum.
+
+**The bound.** The whole LP's optimum V bounds the integer optimum, ``OPT <= V / (1 -
+EPS_COST)``, so its floor is reported as ``bound_accepted`` when the whole LP was solved. A
+window's LP, conditioned on earlier commitments, bounds nothing; then the worker-count LP
+(:mod:`pacopt.formulations.bound`), a relaxation of the same problem, is reported instead.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import highspy
+from tqdm.auto import tqdm
+import numpy as np
+from scipy.sparse import csc_array
+
+from pacopt.cluster.instance import Instance
+from pacopt.cluster.jct import JctModel
+from pacopt.cluster.metrics import episode_metrics
+from pacopt.cluster.simulator import EPS_MS
+from pacopt.cluster.solution import Solution
+from pacopt.formulations.bound import worker_count_bound
+from pacopt.formulations.interrupt import stop_requested
+from pacopt.formulations.offline import Option, OfflineProblem, _conflict_rows, build_problem, \
+    to_solution
+from pacopt.formulations.quiet import c_stdout_silenced
+from pacopt.formulations.warm import check_choice
+
+#: Weight of the worker-time tie-break in the LP objective (the bound loses at most this share).
+EPS_COST = 1e-4
+#: Jobs per LP by default (windows overlap by half; see the module doc).
+DEFAULT_WINDOW = 20
+DEFAULT_ROUNDS = 48
+#: Scaling factors of the rounds other than the guarantee's; they cycle.
+SCALES = (1.0, 0.9, 0.75, 0.5)
+
+
+# ----- the LP -------------------------------------------------------------------------------------
+@dataclass
+class LpPoint:
+    """An LP optimum: ``x`` per column, objective ``value``, and ``accepted_bound``, the bound
+    it gives on accepted jobs (valid only when the LP relaxes the whole problem)."""
+
+    x: np.ndarray
+    value: float
+
+    @property
+    def accepted_bound(self) -> int:
+        return int(math.floor(self.value / (1.0 - EPS_COST) + 1e-6))
+
+
+def lp_costs(options: list[Option]) -> np.ndarray:
+    """The LP objective per option: 1 less a tie-break of at most :data:`EPS_COST`."""
+    worker_ms = np.array([o.worker_ms for o in options], dtype=float)
+    top = worker_ms.max() if len(worker_ms) else 1.0
+    return 1.0 - EPS_COST * worker_ms / max(top, 1e-12)
+
+
+def solve_lp(options: list[Option], by_job: list[list[int]], rows: list[list[int]],
+             cost: np.ndarray | None = None) -> LpPoint:
+    """Maximise ``cost @ x`` over ``0 <= x <= 1`` with at most one option per job (``by_job``)
+    and per conflict row (``rows``), by HiGHS's simplex. ``cost`` defaults to :func:`lp_costs`."""
+    cost = lp_costs(options) if cost is None else cost
+    if not options:
+        return LpPoint(x=np.zeros(0), value=0.0)
+    packing = [ks for ks in by_job if len(ks) > 1] + [row for row in rows if len(row) > 1]
+    row_index = np.repeat(np.arange(len(packing)), [len(r) for r in packing])
+    col_index = np.fromiter((k for r in packing for k in r), dtype=np.int64, count=len(row_index))
+    matrix = csc_array((np.ones(len(row_index)), (row_index, col_index)),
+                       shape=(len(packing), len(options)))
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = len(options), len(packing)
+    lp.sense_ = highspy.ObjSense.kMaximize
+    lp.col_cost_ = cost
+    lp.col_lower_, lp.col_upper_ = np.zeros(len(options)), np.ones(len(options))
+    lp.row_lower_ = np.full(len(packing), -highspy.kHighsInf)
+    lp.row_upper_ = np.ones(len(packing))
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_ = matrix.indptr, matrix.indices
+    lp.a_matrix_.value_ = matrix.data
+    highs.passModel(lp)
+    with c_stdout_silenced():
+        highs.run()
+    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        raise RuntimeError(f"HiGHS did not solve the LP: {highs.getModelStatus()}")
+    x = np.clip(np.asarray(highs.getSolution().col_value, dtype=float), 0.0, 1.0)
+    return LpPoint(x=x, value=float(highs.getInfo().objective_function_value))
+
+
+# ----- conflict checks against what is taken --------------------------------------------------------
+class Board:
+    """The options taken so far (one per job), for fast conflict checks of many options of one
+    job at once.
+
+    Two options conflict when they share a server and one runs at the other's start (the rule
+    of :func:`pacopt.formulations.offline.maximal_cliques`, with its tolerance): the same
+    conflicts as the problem's clique rows, checked on footprint bitmasks.
+    """
+
+    def __init__(self, wide: bool):
+        self.dtype = object if wide else np.int64  # masks beyond 63 servers stay Python ints
+        self.taken: dict[int, tuple[float, float, int]] = {}  # job -> (start, end, mask)
+        self._arrays = None
+
+    def copy(self) -> Board:
+        board = Board(self.dtype is object)
+        board.taken = dict(self.taken)
+        return board
+
+    def take(self, job: int, start: float, end: float, mask: int) -> None:
+        self.taken[job] = (start, end, mask)
+        self._arrays = None
+
+    def drop(self, job: int) -> None:
+        del self.taken[job]
+        self._arrays = None
+
+    def _sorted(self):
+        if self._arrays is None:
+            jobs = np.fromiter(self.taken, dtype=np.int64, count=len(self.taken))
+            values = list(self.taken.values())
+            starts = np.array([v[0] for v in values], dtype=float)
+            order = np.argsort(starts, kind="stable")
+            self._arrays = (jobs[order], starts[order],
+                            np.array([v[1] for v in values], dtype=float)[order],
+                            np.array([v[2] for v in values], dtype=self.dtype)[order])
+        return self._arrays
+
+    def free(self, start: float, ends: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """Which of one job's options (all starting at ``start``; ``ends`` and ``masks`` per
+        option) conflict with nothing taken."""
+        if not self.taken:
+            return np.ones(len(ends), dtype=bool)
+        _, starts, taken_ends, taken_masks = self._sorted()
+        head = np.searchsorted(starts, start, side="right")  # taken[:head] start at or before
+        running = taken_ends[:head] > start + EPS_MS
+        busy = np.bitwise_or.reduce(taken_masks[:head][running]) if running.any() else 0
+        later = taken_masks[head:]
+        after = 0
+        if len(later):
+            # a later start conflicts with an option still running then (end > its start + EPS)
+            reach = np.searchsorted(starts[head:], ends - EPS_MS, side="left")
+            cumulative = np.bitwise_or.accumulate(later)
+            after = np.where(reach > 0, cumulative[np.maximum(reach - 1, 0)], 0)
+        return (masks & (after | busy)) == 0
+
+    def blockers(self, start: float, ends: np.ndarray, masks: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """For each of one job's options (as in :meth:`free`): how many taken jobs it conflicts
+        with, and one of them (-1 if none)."""
+        if not self.taken:
+            return np.zeros(len(ends), dtype=int), np.full(len(ends), -1)
+        jobs, starts, taken_ends, taken_masks = self._sorted()
+        overlap = np.where(starts[None, :] <= start, (taken_ends > start + EPS_MS)[None, :],
+                           starts[None, :] < ends[:, None] - EPS_MS)
+        hit = overlap & ((taken_masks[None, :] & masks[:, None]) != 0)
+        count = hit.sum(axis=1)
+        return count, np.where(count > 0, jobs[hit.argmax(axis=1)], -1)
+
+
+@dataclass
+class _Columns:
+    """Per-option arrays of one problem, for the rounding loops."""
+
+    start: np.ndarray
+    end: np.ndarray
+    mask: np.ndarray
+    worker_ms: np.ndarray
+    degree: np.ndarray
+
+    @classmethod
+    def of(cls, options: list[Option], wide: bool) -> _Columns:
+        return cls(start=np.array([o.start_ms for o in options], dtype=float),
+                   end=np.array([o.end_ms for o in options], dtype=float),
+                   mask=np.array([o.mask for o in options], dtype=object if wide else np.int64),
+                   worker_ms=np.array([o.worker_ms for o in options], dtype=float),
+                   degree=np.array([o.degree for o in options], dtype=int))
+
+
+# ----- one rounding -----------------------------------------------------------------------------
+def _take(board: Board, columns: _Columns, job: int, k: int) -> None:
+    board.take(job, columns.start[k], columns.end[k], columns.mask[k])
+
+
+def _fits(board: Board, columns: _Columns, ks: np.ndarray) -> np.ndarray:
+    """Which of one job's options ``ks`` fit beside everything on ``board``."""
+    return board.free(columns.start[ks[0]], columns.end[ks], columns.mask[ks])
+
+
+def round_once(by_job: dict[int, np.ndarray], x: np.ndarray, columns: _Columns, board: Board,
+               alpha: float, rng: np.random.Generator, replace: bool = True,
+               by_degree: bool = False) -> dict[int, int]:
+    """One randomised rounding of ``x`` with scaling ``alpha``, alteration in arrival order and
+    (if ``replace``) re-placement of the jobs left out; ``by_job`` maps each job to its option
+    indices in order of preference (LP value, then worker-time); ``board`` holds what is already
+    committed and receives what this round takes. Returns job -> option."""
+    chosen: dict[int, int] = {}
+    draws = rng.random(len(by_job))
+    for (j, ks), u in zip(sorted(by_job.items()), draws):
+        pick = int(np.searchsorted(np.cumsum(alpha * x[ks]), u, side="right"))
+        if pick < len(ks):
+            chosen[j] = int(ks[pick])
+    for j in sorted(chosen):  # alteration: keep in arrival order unless it meets a kept one
+        k = chosen[j]
+        ks = np.array([k])
+        if by_degree:
+            ks = by_job[j][columns.degree[by_job[j]] == columns.degree[k]]
+        ok = np.flatnonzero(_fits(board, columns, ks))
+        if len(ok):
+            chosen[j] = int(ks[ok[0]])
+            _take(board, columns, j, chosen[j])
+        else:
+            del chosen[j]
+    if replace:
+        for j, ks in sorted(by_job.items()):
+            if j not in chosen:
+                ok = np.flatnonzero(_fits(board, columns, ks))
+                if len(ok):
+                    chosen[j] = int(ks[ok[0]])
+                    _take(board, columns, j, chosen[j])
+    return chosen
+
+
+def repair(by_job: dict[int, np.ndarray], columns: _Columns, board: Board,
+           chosen: dict[int, int]) -> int:
+    """Re-place to make room: each job left out (arrival order) tries its options (preference
+    order) that meet exactly one job of ``chosen``; it is accepted when that job can move to
+    another option beside it. Repeats while it gains; returns the jobs gained."""
+    gained, improved = 0, True
+    while improved:
+        improved = False
+        for j, ks in sorted(by_job.items()):
+            if j in chosen:
+                continue
+            count, blocker = board.blockers(columns.start[ks[0]], columns.end[ks], columns.mask[ks])
+            for k, c in zip(ks[count == 1], blocker[count == 1]):
+                c = int(c)
+                if c not in chosen:  # committed earlier (another window): stays
+                    continue
+                board.drop(c)
+                _take(board, columns, j, int(k))
+                ok = np.flatnonzero(_fits(board, columns, by_job[c]))
+                if len(ok):
+                    chosen[j], chosen[c] = int(k), int(by_job[c][ok[0]])
+                    _take(board, columns, c, chosen[c])
+                    gained, improved = gained + 1, True
+                    break
+                board.drop(j)
+                _take(board, columns, c, chosen[c])
+    return gained
+
+
+def _preference(ks: list[int], x: np.ndarray, columns: _Columns) -> np.ndarray:
+    """One job's options in order of preference: LP value, then worker-time, then index."""
+    return np.array(sorted(ks, key=lambda k: (-x[k], columns.worker_ms[k], k)), dtype=np.int64)
+
+
+def guarantee_scale(widths: np.ndarray) -> float:
+    """The scaling factor of the guarantee, 1 / (2 W), W the widest footprint."""
+    return 1.0 / (2.0 * max(int(widths.max()) if len(widths) else 1, 1))
+
+
+def best_rounding(by_job: dict[int, np.ndarray], x: np.ndarray, columns: _Columns, board: Board,
+                  widths: np.ndarray, rounds: int, seed_sequence: np.random.SeedSequence
+                  ) -> tuple[dict[int, int], Board]:
+    """The best of ``rounds`` roundings (most jobs, then least worker-time): round 0 at the
+    guarantee's scale, the others cycling through :data:`SCALES`; each starts from a copy of
+    ``board``. Returns the choice and the board holding it."""
+    best: tuple[tuple[int, float], dict[int, int], Board] | None = None
+    for r, child in enumerate(seed_sequence.spawn(max(rounds, 1))):
+        alpha = guarantee_scale(widths) if r == 0 else SCALES[(r - 1) % len(SCALES)]
+        trial = board.copy()
+        chosen = round_once(by_job, x, columns, trial, alpha, np.random.default_rng(child),
+                            by_degree=r > 0)
+        repair(by_job, columns, trial, chosen)
+        score = (len(chosen), -float(sum(columns.worker_ms[k] for k in chosen.values())))
+        if best is None or score > best[0]:
+            best = (score, chosen, trial)
+        if stop_requested():
+            break
+    return best[1], best[2]
+
+
+# ----- the method ---------------------------------------------------------------------------------
+@dataclass
+class RoundingResult:
+    """lp-round's answer: ``chosen`` (job -> option), the LP bound (None when only windows were
+    solved), the number of LPs solved and the seconds spent in them."""
+
+    chosen: dict[int, int]
+    lp_bound: int | None
+    lps: int
+    lp_seconds: float
+
+
+def lp_round(problem: OfflineProblem, *, seed: int = 0, rounds: int = DEFAULT_ROUNDS,
+             window: int | None = DEFAULT_WINDOW, progress: bool = False) -> RoundingResult:
+    """Round the LP of ``problem`` (module doc). ``window``: jobs per LP, consecutive windows
+    overlapping by half (None: one LP over the whole problem, which has the guarantee and gives
+    the bound). The same seed always gives the same answer. ``progress`` shows a bar over the
+    windows (on a terminal)."""
+    if rounds < 1:
+        raise ValueError("rounds must be >= 1")
+    if window is not None and window < 1:
+        raise ValueError("window must be >= 1 job")
+    wide = problem.instance.cluster.num_servers > 62
+    columns = _Columns.of(problem.options, wide)
+    widths = np.array([o.workers for o in problem.options], dtype=int)
+    board = Board(wide)
+    chosen: dict[int, int] = {}
+    jobs = [j for j in range(problem.num_jobs) if problem.by_job[j]]
+    window = len(jobs) if window is None else window
+    step = max(1, window // 2) if window < len(jobs) else window
+    starts = range(0, max(len(jobs) - window, 0) + step, step)
+    seeds = np.random.SeedSequence(seed).spawn(len(starts))
+    lp_bound, lps, lp_seconds = None, 0, 0.0
+    x = np.zeros(len(problem.options))  # each option's value in the last LP that had it
+    for w, first in enumerate(tqdm(starts, desc="lp-round", unit="window", leave=False,
+                                   disable=None if progress else True)):
+        if stop_requested():
+            break
+        members = jobs[first:first + window]
+        last = first + window >= len(jobs)
+        # the options of this window that avoid everything committed so far
+        local: list[int] = []
+        for j in members:
+            ks = np.asarray(problem.by_job[j])
+            free = board.free(columns.start[ks[0]], columns.end[ks], columns.mask[ks])
+            local += ks[free].tolist()
+        if not local:
+            continue
+        options = [problem.options[k] for k in local]
+        local_by_job: dict[int, list[int]] = {}
+        for i, option in enumerate(options):
+            local_by_job.setdefault(option.job, []).append(i)
+        rows = (problem.rows if len(local) == len(problem.options)
+                else _conflict_rows(options, problem.instance.cluster.num_servers))
+        started = time.perf_counter()
+        point = solve_lp(options, list(local_by_job.values()), rows)
+        lp_seconds += time.perf_counter() - started
+        lps += 1
+        if len(local) == len(problem.options):
+            lp_bound = point.accepted_bound
+        x[local] = point.x
+        preference = {j: _preference([local[i] for i in ids], x, columns)
+                      for j, ids in local_by_job.items()}
+        picked, trial = best_rounding(preference, x, columns, board, widths, rounds, seeds[w])
+        if last:
+            chosen.update(picked)
+            board = trial
+            break
+        for j in members[:step]:  # commit the first half; the rest is decided again
+            if j in picked:
+                chosen[j] = picked[j]
+                _take(board, columns, j, picked[j])
+    if len(starts) > 1:  # re-place across window borders, every job's options again
+        repair({j: _preference(problem.by_job[j], x, columns) for j in jobs}, columns, board,
+               chosen)
+    check_choice(problem, chosen)
+    return RoundingResult(chosen=chosen, lp_bound=lp_bound, lps=lps, lp_seconds=lp_seconds)
+
+
+def run_lp_round(instance: Instance, method: str, model: JctModel, *, time_limit: float | None,
+                 threads: int | None, seed: int | None, progress: bool,
+                 rounds: int = DEFAULT_ROUNDS, window: int | None = DEFAULT_WINDOW) -> Solution:
+    """``solve``'s runner for ``lp-round``: build the offline problem, round its LP, report the
+    best rounding (status ``feasible`` with a valid bound; ``time_limit``, ``threads`` and
+    ``progress`` are not used: the method runs to completion, in seconds to a few minutes)."""
+    started = time.perf_counter()
+    problem = build_problem(instance, model)
+    result = lp_round(problem, seed=0 if seed is None else seed, rounds=rounds, window=window,
+                      progress=progress)
+    # the whole LP's floor when it was solved, else the worker-count LP: both relax the problem
+    bound = (result.lp_bound if result.lp_bound is not None
+             else worker_count_bound(problem, integral=False))
+    status = "optimal" if bound == len(result.chosen) else "feasible"
+    solution = to_solution(problem, result.chosen, method=method, status=status,
+                           bound_accepted=bound, solve_seconds=time.perf_counter() - started)
+    solution.metrics = episode_metrics(instance, solution)
+    solution.metrics.update(lp_count=result.lps, lp_seconds=result.lp_seconds,
+                            lp_bound_source="lp" if result.lp_bound is not None else "worker-count",
+                            rounds=rounds)
+    return solution
