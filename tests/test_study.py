@@ -191,3 +191,16 @@ def test_a_cell_stopped_by_ctrl_c_is_not_recorded(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         run_study(study, tmp_path, workers=1, progress=False, plots=False)
     assert read_table(tmp_path)["method"].tolist() == ["para-max"]
+
+
+def test_a_line_cut_by_a_killed_run_costs_only_its_cell(tmp_path):
+    study = study_from_dict(study_data(seeds=1), EXAMPLES)
+    run_study(study, tmp_path, workers=1, progress=False, plots=False)
+    journal = tmp_path / "rows.jsonl"
+    lines = journal.read_text().splitlines()
+    journal.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:40])  # killed mid-write
+    rerun: list[dict] = []
+    run_study(study, tmp_path, workers=1, progress=False, plots=False, on_row=rerun.append)
+    again: list[dict] = []
+    table = run_study(study, tmp_path, workers=1, progress=False, plots=False, on_row=again.append)
+    assert (len(rerun), len(again), len(table)) == (1, 0, len(study.cells))

@@ -79,10 +79,14 @@ def run_study(study: Study, out_dir: str | Path, *, workers: int | None = None,
     rows = finished_rows(out)
     pending = [c for c in study.cells if c.id not in rows]
     workers = workers or os.cpu_count() or 1
+    journal_path = out / "rows.jsonl"
+    if journal_path.exists() and not journal_path.read_bytes().endswith(b"\n"):
+        with journal_path.open("a") as journal:  # a killed run's cut line stays on its own
+            journal.write("\n")
     try:
         with tqdm(total=len(study.cells), initial=len(study.cells) - len(pending),
                   desc=study.name, unit="cell", disable=None if progress else True) as bar, \
-                (out / "rows.jsonl").open("a") as journal:
+                journal_path.open("a") as journal:
             execute = _on_ray(pending, ray_address, workers) if ray or ray_address else \
                 _on_pool(pending, workers)
             for cell, row, text in execute:
