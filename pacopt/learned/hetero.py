@@ -327,18 +327,21 @@ def main(argv: list[str] | None = None) -> int:
                          description="Train the heterogeneous RL scheduler and report its gaps.")
         parser.add_argument("--types", default=str(EXAMPLE_TYPES))
         parser.add_argument("--timesteps", type=int, default=100_000)
+        parser.add_argument("--imitation", type=int, default=150, metavar="N",
+                            help="problems whose DP optimum is cloned first (0: pure PPO)")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--out", default=str(CHECKPOINT))
         args = parser.parse_args(argv)
         types = load_types(args.types)
         started = time.perf_counter()
         model = train(training_graphs(TRAIN_GRAPHS), types, args.timesteps, args.seed,
-                      progress=sys.stderr.isatty())
+                      imitation_problems=args.imitation, progress=sys.stderr.isatty())
         minutes = (time.perf_counter() - started) / 60
         rows = evaluate(model, training_graphs(HELD_OUT_GRAPHS), types)
         model.save(args.out)
         gaps = [r["rl_gap"] for r in rows if r["rl_gap"] is not None]
         summary = {"types": list(types.names), "timesteps": args.timesteps, "seed": args.seed,
+                   "imitation_problems": args.imitation,
                    "train_graphs": list(TRAIN_GRAPHS), "train_minutes": round(minutes, 2),
                    "held_out": rows,
                    "mean_rl_gap": float(np.mean(gaps)) if gaps else None,

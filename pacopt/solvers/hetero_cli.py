@@ -32,9 +32,11 @@ METHODS = {
 
 
 def run_method(problem: HeteroProblem, method: str, *, time_limit: float | None = 60.0,
-               threads: int | None = None, checkpoint: str | Path | None = None) -> HeteroPlan:
+               threads: int | None = None, checkpoint: str | Path | None = None,
+               policy=None) -> HeteroPlan:
     """Run one method on ``problem`` and validate its plan (``plan.validated``; the problems
-    found, if any, in ``plan.note``)."""
+    found, if any, in ``plan.note``). ``rl`` uses ``policy`` (a loaded checkpoint) if given,
+    else loads ``checkpoint`` (default: the bundled one)."""
     if method in ("dp", "milp", "cpsat"):
         from pacopt.formulations import hetero as exact
 
@@ -50,7 +52,7 @@ def run_method(problem: HeteroProblem, method: str, *, time_limit: float | None 
     elif method == "rl":
         from pacopt.learned.hetero import CHECKPOINT, load_policy, solve_rl
 
-        plan = solve_rl(problem, load_policy(checkpoint or CHECKPOINT))
+        plan = solve_rl(problem, policy or load_policy(checkpoint or CHECKPOINT))
     else:
         raise InputError(f"method: unknown '{method}'; known: {', '.join(METHODS)}")
     if plan.status == "error":
