@@ -161,6 +161,24 @@ def test_time_limit_holds_inside_the_drop_loop():
     assert all(limit <= 2.0 for limit in checks)
 
 
+def test_a_realisation_stopped_inside_a_chunk_keeps_its_largest_placement():
+    """A backend that only ever places three jobs at a time: the realisation gives up while
+    still dropping (``better_than``) and returns the largest placement it found, which fits."""
+    problem = contended()
+    jobs = [j for j, ks in enumerate(problem.by_job) if ks]
+
+    def small_sets_only(sub, **kwargs):
+        if sum(1 for ks in sub.by_job if ks) > 3:
+            return ExactResult(chosen={}, status="error", bound_accepted=None, seconds=0.0)
+        return solve_cpsat(sub, **kwargs)
+
+    out = realise(problem, small_sets_only, jobs, deadline=time.perf_counter() + 60, threads=1,
+                  chunk=len(jobs), better_than=len(jobs) - 2)
+    assert not out.complete and len(out.dropped) == 2
+    assert len(out.placed) == 3
+    check_choice(problem, out.placed)
+
+
 def test_a_stop_ends_the_realisation():
     problem = contended()
     stop = Stop()

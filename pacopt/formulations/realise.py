@@ -66,6 +66,7 @@ class _Placer:
         self.deadline, self.stop = deadline, stop
         self.checks = 0
         self.interrupted = False
+        self.largest: dict[int, int] = {}  # the largest placement found since the last reset
         self.hint: dict[int, int] = {}  # the last placement found: a head start for the next
 
     def set_hint(self, choice: dict[int, int]) -> None:
@@ -100,6 +101,8 @@ class _Placer:
             return None
         placed = {j: original[i] for j, i in answer.chosen.items() if j not in around}
         self.hint.update(placed)
+        if len(placed) > len(self.largest):
+            self.largest = placed
         return placed
 
     def _warm(self, sub: OfflineProblem, original: list[int],
@@ -138,7 +141,8 @@ def realise(problem: OfflineProblem, backend: Backend, jobs: list[int], *,
     :data:`CHUNK` and :data:`LOOKAHEAD`.
 
     ``better_than``: give up (``complete`` False) as soon as the jobs not yet dropped are no more
-    than this many; what was placed so far is returned. ``hint`` (job -> option, feasible with
+    than this many. Whenever it stops early, what was placed so far is returned, with the
+    largest placement found in the chunk it was working on. ``hint`` (job -> option, feasible with
     ``fixed``, such as the incumbent's choices) gives the checks a head start.
     """
     chunk = CHUNK if chunk is None else chunk
@@ -158,11 +162,13 @@ def realise(problem: OfflineProblem, backend: Backend, jobs: list[int], *,
             return out
         window = pending[:chunk]
         ahead = pending[chunk:chunk + lookahead]
+        placer.largest = {}
         placed = placer.fit(window + ahead, fixed, first=True) if ahead else None
         placed = placed if placed is not None else placer.fit(window, fixed, first=True)
         fits = 0  # how many first jobs of the window are known to fit
         while placed is None:
             if give_up():
+                out.placed.update(placer.largest)  # the chunk's best prefix so far: it fits
                 return out
             failing = _first_failing_prefix(placer, window, fixed, fits)
             drop, rest = _drop(placer, window[:failing], fixed)
