@@ -63,7 +63,7 @@ PIPEDREAM = ("node1 -- Input0 -- forward_compute_time=0.000, backward_compute_ti
 #: In-process cases per command in the default run (1,150 in all), and in the ``fuzz`` run.
 DEFAULT_CASES = {"solve": 450, "validate": 350, "profile": 250, "flags": 100}
 CAMPAIGN_FACTOR = 20
-SLOW_REJECTION_S = 5.0  # a rejected input must be turned away faster than this
+SLOW_REJECTION_S = 5.0  # CPU seconds: a rejected input must be turned away faster than this
 
 # Values that are wrong somewhere, or right but at an edge: types, signs, NaN/inf, sizes just past
 # pacopt's limits. No value is a valid-but-huge workload (say 500,000 jobs): that is real work.
@@ -71,7 +71,9 @@ NUMBERS = [-1, 0, 1, 2, 3, 0.5, -0.5, 1e-9, 1e12, 1e308, -1e308, 2**63, -(2**63)
            MAX_JOBS + 1, MAX_SERVERS + 1, math.nan, math.inf, -math.inf]
 OTHERS = [None, True, False, "", "x", "1", "nan", "\u00e9\u0000", [], [1], [None, "a"], {},
           {"a": 1}, {"uniform": [0.1]}, {"paper": "E"}, ["a", "a"], ["c", "a"]]
-BAD = st.sampled_from(NUMBERS + OTHERS) | st.floats() | st.integers() | st.text(max_size=8)
+# (copies: a drawn list or object is edited by later mutations and must not be shared)
+BAD = (st.sampled_from(NUMBERS + OTHERS).map(copy.deepcopy) | st.floats() | st.integers()
+       | st.text(max_size=8))
 
 
 def _paths(value, prefix=()):
@@ -151,12 +153,13 @@ def _write(path: Path, data, encoding: str) -> None:
 
 # ----- the property --------------------------------------------------------------------------------
 def run(main, argv) -> tuple[int, str, str, float]:
-    """``main(argv)`` in process: (exit code, stdout, stderr, seconds)."""
+    """``main(argv)`` in process: (exit code, stdout, stderr, CPU seconds). CPU, not wall-clock
+    time: the machine may be shared, and a stall is not the input's doing."""
     out, err = io.StringIO(), io.StringIO()
-    started = time.perf_counter()
+    started = time.process_time()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
-    return code, out.getvalue(), err.getvalue(), time.perf_counter() - started
+    return code, out.getvalue(), err.getvalue(), time.process_time() - started
 
 
 def check_rejection(code: int, out: str, err: str, seconds: float, folder: Path,

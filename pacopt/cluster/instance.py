@@ -22,11 +22,14 @@ from pacopt.cluster.graph_sources import find_pipedream
 from pacopt.cluster.pipedream import PIPEDREAM_MODELS, read_pipedream
 from pacopt.cluster.settings import PRESETS, ModelSettings
 from pacopt.cluster.spec import (
+    MAX_BYTES,
     MAX_DEPS,
     MAX_FILE_BYTES,
     MAX_JOBS,
+    MAX_MS,
     MAX_OPS,
     MAX_SERVERS,
+    MIN_QUANTUM_MS,
     SpecModel,
     field_path,
     tagged_union,
@@ -40,8 +43,9 @@ from pacopt.cluster.workload import (
     require_graph,
 )
 
-__all__ = ["Instance", "InstanceSpec", "JobSpec", "SCHEMA_PATH", "check_file", "instance_from_dict",
-           "instance_json_schema", "load_instance", "read_json_file", "write_schema"]
+__all__ = ["Instance", "InstanceSpec", "JobSpec", "SCHEMA_PATH", "check_file", "check_graph",
+           "instance_from_dict", "instance_json_schema", "load_instance", "read_json_file",
+           "write_schema"]
 
 #: Where the committed JSON schema lives (shipped as package data).
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "instance.schema.json"
@@ -58,11 +62,13 @@ class ClusterSpec(SpecModel):
     servers_per_rack: int = Field(RampCluster.servers_per_rack, ge=1, le=MAX_SERVERS)
     channels: int = Field(RampCluster.channels, ge=1, le=1024,
                           description="channels per link direction")
-    total_node_bandwidth: float = Field(RampCluster.total_node_bandwidth, gt=0,
+    total_node_bandwidth: float = Field(RampCluster.total_node_bandwidth, gt=0, le=MAX_BYTES,
                                         description="bytes/s; a channel gets 1/communication_groups")
-    propagation_latency: float = Field(RampCluster.propagation_latency, ge=0, description="seconds")
-    worker_io_latency: float = Field(RampCluster.worker_io_latency, ge=0, description="seconds")
-    worker_memory: float = Field(RampCluster.worker_memory, gt=0, description="bytes")
+    propagation_latency: float = Field(RampCluster.propagation_latency, ge=0, le=MAX_MS / 1000,
+                                       description="seconds")
+    worker_io_latency: float = Field(RampCluster.worker_io_latency, ge=0, le=MAX_MS / 1000,
+                                     description="seconds")
+    worker_memory: float = Field(RampCluster.worker_memory, gt=0, le=MAX_BYTES, description="bytes")
 
     @model_validator(mode="after")
     def _not_too_large(self) -> Self:
@@ -70,6 +76,12 @@ class ClusterSpec(SpecModel):
         if servers > MAX_SERVERS:
             raise ValueError(f"communication_groups x racks_per_group x servers_per_rack = "
                              f"{servers} servers; pacopt handles at most {MAX_SERVERS}")
+        groups = self.communication_groups
+        if -(-self.servers_per_rack // groups) > groups + 1:
+            # RAMP's all-reduce gives a stage of m participants groups // (m - 1) transceivers
+            raise ValueError(f"servers_per_rack {self.servers_per_rack} needs more transceivers "
+                             f"than {groups} communication groups give RAMP's all-reduce (at "
+                             f"most {groups * (groups + 1)} servers per rack)")
         return self
 
 
@@ -79,7 +91,8 @@ class ModelSpec(SpecModel):
     preset: Literal[PRESETS] = Field(ModelSettings.preset, description=(
         "ddls reproduces the reference simulator's numbers; physical uses consistent units"))
     max_partitions_per_op: int = Field(ModelSettings.max_partitions_per_op, ge=1, le=MAX_SERVERS)
-    quantum_ms: float = Field(ModelSettings.quantum_ms, gt=0, description="minimum sub-op time (ms)")
+    quantum_ms: float = Field(ModelSettings.quantum_ms, ge=MIN_QUANTUM_MS, le=MAX_MS,
+                              description="minimum sub-op time (ms)")
     training_steps: int = Field(ModelSettings.training_steps, ge=1, le=10**9)
 
 
@@ -87,10 +100,10 @@ class OpSpec(SpecModel):
     """One forward op, profiled on one A100."""
 
     id: str = Field(min_length=1)
-    forward_ms: float = Field(ge=0)
-    backward_ms: float = Field(ge=0)
-    activation_bytes: float = Field(ge=0)
-    parameter_bytes: float = Field(ge=0)
+    forward_ms: float = Field(ge=0, le=MAX_MS)
+    backward_ms: float = Field(ge=0, le=MAX_MS)
+    activation_bytes: float = Field(ge=0, le=MAX_BYTES)
+    parameter_bytes: float = Field(ge=0, le=MAX_BYTES)
     kind: str = Field("", description="informational op type, e.g. Conv2d")
 
 
@@ -136,7 +149,7 @@ class JobEntry(SpecModel):
 
     id: str = Field(min_length=1)
     graph: str = Field(description="a key of graphs")
-    arrival_ms: float = Field(ge=0)
+    arrival_ms: float = Field(ge=0, le=MAX_MS)
     max_jct_fraction: Beta = Field(description="beta: the deadline is beta x the sequential JCT")
 
 
@@ -151,7 +164,7 @@ class InstanceSpec(SpecModel):
     graphs: dict[str, GraphSpec] = Field(min_length=1)
     jobs: list[JobEntry] = Field([], max_length=MAX_JOBS)
     workload: WorkloadSpec | None = None
-    horizon_ms: float | None = Field(None, gt=0, description=(
+    horizon_ms: float | None = Field(None, gt=0, le=MAX_MS, description=(
         "stop the episode here; jobs still running, or arriving at or after it, count as blocked"))
 
     @model_validator(mode="after")
@@ -261,18 +274,33 @@ def _load_graph(name: str, entry: SpecModel, base_dir: Path) -> JobGraph:
         if isinstance(entry, PipedreamGraph):
             path = _pipedream_path(entry.pipedream, base_dir)
             check_file(path, "PipeDream graph")
-            return read_pipedream(path, name)
+            return check_graph(read_pipedream(path, name))
         if isinstance(entry, GraphFile):
             path = base_dir / Path(entry.file).expanduser()
             where += f" (file '{path}')"
             entry = InlineGraph.parse(read_json_file(path, "graph"))
-        return graph_from_dict(entry.model_dump(exclude_none=True), name)
+        return check_graph(graph_from_dict(entry.model_dump(exclude_none=True), name))
     except InputError as err:
         raise InputError(f"{where}: {err}") from None
     except UnicodeDecodeError:
         raise InputError(f"{where}: the PipeDream file is not UTF-8 text") from None
     except TypeError as err:  # the PipeDream parser on a size such as [1; [2]]
         raise InputError(f"{where}: not a valid PipeDream profile: {err}") from None
+
+
+def check_graph(graph: JobGraph) -> JobGraph:
+    """``graph`` if its size and values are within pacopt's limits (:mod:`pacopt.cluster.spec`),
+    whatever its source (inline, a file, a PipeDream profile); else InputError saying which."""
+    if graph.num_ops > MAX_OPS or len(graph.deps) > MAX_DEPS:
+        raise InputError(f"graph '{graph.name}': {graph.num_ops} ops and {len(graph.deps)} "
+                         f"dependencies; pacopt handles at most {MAX_OPS} and {MAX_DEPS}")
+    for op in graph.ops:
+        for key, limit in (("forward_ms", MAX_MS), ("backward_ms", MAX_MS),
+                           ("activation_bytes", MAX_BYTES), ("parameter_bytes", MAX_BYTES)):
+            if getattr(op, key) > limit:
+                raise InputError(f"graph '{graph.name}': op '{op.id}' {key} "
+                                 f"{getattr(op, key):g} is above pacopt's limit {limit:g}")
+    return graph
 
 
 def check_file(path: str | Path, what: str = "file") -> Path:

@@ -34,6 +34,9 @@ MAX_SERVERS = 4096  # communication_groups x racks_per_group x servers_per_rack
 MAX_OPS = 100_000  # forward ops of one graph
 MAX_DEPS = 1_000_000  # forward dependencies of one graph
 MAX_FILE_BYTES = 256 * 2**20  # an instance, graph or result file
+MAX_MS = 1e12  # any time: an op, an arrival, the horizon (about 30 years)
+MAX_BYTES = 1e18  # any size: an activation, parameters, a worker's memory (an exabyte)
+MIN_QUANTUM_MS = 1e-9  # op time / quantum stays a finite split count
 
 # ----- instance-format models ---------------------------------------------------------------------
 _TAGS: set[str] = set()  # union-member tags: pydantic puts them in error locations; we drop them

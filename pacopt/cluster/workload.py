@@ -20,7 +20,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from scipy.stats import skewnorm
 
 from pacopt.cluster.errors import InputError
-from pacopt.cluster.spec import MAX_JOBS, SpecModel, tagged_union
+from pacopt.cluster.spec import MAX_JOBS, MAX_MS, SpecModel, tagged_union
 
 #: Seed of the skew-normal samples a :class:`CustomSkewNorm` PMF is built from.
 PMF_SEED = 0
@@ -187,7 +187,7 @@ class WorkloadSpec(SpecModel):
     weights: list[Annotated[float, Field(ge=0)]] | None = Field(
         None, description="relative graph probabilities, one per entry of graphs")
     num_jobs: int = Field(ge=1, le=MAX_JOBS)
-    interarrival_ms: float = Field(gt=0, description="time between arrivals (ms)")
+    interarrival_ms: float = Field(gt=0, le=MAX_MS, description="time between arrivals (ms)")
     max_jct_fraction: BetaSpec
     seed: int = Field(0, ge=0, description="seed of numpy.random.default_rng")
 

@@ -30,7 +30,7 @@ def _run(main, argv) -> int:
     try:
         return main(argv)
     except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {_one_line(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -38,6 +38,12 @@ def _run(main, argv) -> int:
     except BrokenPipeError:  # e.g. `pacopt profile cnn | head`: the reader left, nothing is lost
         sys.stderr.close()
         return 0
+
+
+def _one_line(text: str) -> str:
+    """``text`` with control characters escaped: a value quoted from the input (an op id with a
+    newline, say) cannot split the one error line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 # ----- solve ---------------------------------------------------------------------------------------
@@ -233,7 +239,7 @@ def _graph(spec: str):
     """The graph ``spec`` names (see :func:`resolve_graph`), a file checked first: its size, its
     encoding, and that it holds a graph (an instance given here says so)."""
     from pacopt.cluster.graph_sources import resolve_graph
-    from pacopt.cluster.instance import check_file, read_json_file
+    from pacopt.cluster.instance import check_file, check_graph, read_json_file
 
     path = Path(spec)
     if path.suffix == ".json" or (path.exists() and path.suffix != ".txt"):
@@ -244,7 +250,7 @@ def _graph(spec: str):
     elif path.suffix == ".txt":
         check_file(path, "graph")
     try:
-        return resolve_graph(spec)
+        return check_graph(resolve_graph(spec))
     except UnicodeDecodeError:
         raise InputError(f"graph '{spec}' is not UTF-8 text") from None
     except TypeError as err:  # the PipeDream parser on a size such as [1; [2]]
