@@ -546,3 +546,36 @@ def test_live_line_ticks_on_a_terminal_and_logs_improvements_elsewhere():
     assert terminal.getvalue().count("\r") >= 2 and "gap 10.00%" in terminal.getvalue()
     lines = log.getvalue().splitlines()
     assert len(lines) == 2 and "incumbent    40" in lines[0] and "gap 10.00%" in lines[1]
+
+
+@pytest.mark.parametrize("name, content, fragment", [
+    ("nested.txt", "node1 -- Input0 -- forward_compute_time=1.0, backward_compute_time=1.0, "
+                   "activation_size=[1; [2]], parameter_size=0.0\n", "not a valid PipeDream"),
+    ("huge.txt", "node1 -- Input0 -- forward_compute_time=1e300, backward_compute_time=1.0, "
+                 "activation_size=1.0, parameter_size=0.0\n", "above pacopt's limit"),
+    ("cr.json", json.dumps({"ops": [{"id": "a", "forward_ms": 1, "backward_ms": 1,
+                                     "activation_bytes": 1, "parameter_bytes": 1}],
+                            "deps": [["\r", "a"]]}), "unknown op '\\r'"),
+])
+def test_fuzz_findings_in_graph_files(name, content, fragment, tmp_path, capsys):
+    """Found by tests/test_fuzz.py: each was a traceback or a two-line error."""
+    path = tmp_path / name
+    path.write_text(content)
+    assert pacopt_main(["profile", str(path)]) == 2
+    assert fragment in one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"cluster": {"communication_groups": 2, "racks_per_group": 2, "servers_per_rack": 20}},
+     "servers_per_rack 20 needs more transceivers"),
+    ({"graphs": {"cnn": {"ops": [{"id": "a", "forward_ms": 1e308, "backward_ms": 1,
+                                  "activation_bytes": 1, "parameter_bytes": 1}]}}},
+     "graphs.cnn.ops[0].forward_ms: must be less than or equal to 1000000000000"),
+    ({"workload": {"graphs": ["cnn"], "num_jobs": 4, "interarrival_ms": 1e308,
+                   "max_jct_fraction": 0.5}}, "workload.interarrival_ms"),
+])
+def test_fuzz_findings_in_instances(change, fragment, tmp_path, capsys):
+    """Found by tests/test_fuzz.py: a division by zero and an integer overflow, now one line."""
+    assert solve_main([str(small_instance(tmp_path / "i.json", **change)), "--out",
+                       str(tmp_path / "r.json")]) == 2
+    assert fragment in one_error_line(capsys.readouterr().err)
