@@ -579,3 +579,10 @@ def test_fuzz_findings_in_instances(change, fragment, tmp_path, capsys):
     assert solve_main([str(small_instance(tmp_path / "i.json", **change)), "--out",
                        str(tmp_path / "r.json")]) == 2
     assert fragment in one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("limit", ["nan", "inf", "-1"])
+def test_job_time_limit_must_be_finite(limit, capsys):
+    """Item 5 for `pacopt job` too: inf would run unbounded."""
+    assert pacopt_main(["job", "cnn", "--budget", "4", "--time-limit", limit]) == 2
+    assert "--time-limit must be a finite number" in one_error_line(capsys.readouterr().err)

@@ -71,13 +71,19 @@ def is_online(method: str) -> bool:
     return method_family(method) not in RUNNERS
 
 
+def check_time_limit(time_limit: float | None) -> None:
+    """InputError unless ``time_limit`` is None or a finite number of seconds > 0 (nan would
+    end a search at once, inf never)."""
+    if time_limit is not None and not (math.isfinite(time_limit) and time_limit > 0):
+        raise InputError(f"--time-limit must be a finite number of seconds > 0, not {time_limit}")
+
+
 def check_options(method: str, time_limit: float | None, threads: int | None,
                   seed: int | None) -> None:
     """InputError naming the option when ``method``, ``time_limit``, ``threads`` or ``seed`` is
     out of range (checked before any work, so a bad flag costs nothing)."""
     method_family(method)
-    if time_limit is not None and not (math.isfinite(time_limit) and time_limit > 0):
-        raise InputError(f"--time-limit must be a finite number of seconds > 0, not {time_limit}")
+    check_time_limit(time_limit)
     if threads is not None and threads < 1:
         raise InputError(f"--threads must be >= 1, not {threads}")
     if seed is not None and not 0 <= seed < SEED_RANGE:

@@ -289,7 +289,9 @@ def _job(args) -> int:
     from pacopt.cluster.settings import ModelSettings
     from pacopt.cluster.topology import RampCluster
     from pacopt.formulations.joblevel import optimise_job
+    from pacopt.solvers.api import check_time_limit
 
+    check_time_limit(args.time_limit)
     graph = _graph(args.graph)
     cluster, settings = RampCluster(), ModelSettings(preset=args.preset)
     try:
