@@ -1,0 +1,90 @@
+"""lp-online against the heuristics, ``tuned`` and the learned agent on held-out paper workloads.
+
+    python benchmarks/bench_lp_online.py [--seeds 3] [--jobs 1001] [--methods ...]
+                                         [--pipedream DIR]
+
+The paper workload (the five graphs, 4x4x2, ddls, horizon 1e6 ms) of each distribution A-D on
+the first ``--seeds`` of ``pacopt.cluster.paper.HELD_OUT_SEEDS`` (never used to tune or train
+anything). Every episode goes through ``solve`` (validated), seed 0. Each cell is the mean
+blocking rate over the seeds and its spread (sample standard deviation); the last columns give
+lp-online's mean seconds per episode. ``pac-ml`` is skipped when its checkpoint is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from pacopt.cluster.errors import InputError
+from pacopt.cluster.paper import HELD_OUT_SEEDS, PAPER_DISTRIBUTIONS, paper_instance
+from pacopt.solvers.api import solve
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
+METHODS = ("min-feasible", "para-min", "para-max", "random", "tuned", "pac-ml", "lp-online")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=3, help="how many held-out seeds")
+    parser.add_argument("--jobs", type=int, default=1001, help="jobs per episode")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS))
+    parser.add_argument("--pipedream", type=Path, default=SHARED,
+                        help="folder with the PipeDream <model>.txt profiles")
+    args = parser.parse_args()
+    if not 1 <= args.seeds <= len(HELD_OUT_SEEDS) or args.jobs < 1:
+        print(f"--seeds must be in 1..{len(HELD_OUT_SEEDS)} and --jobs >= 1", file=sys.stderr)
+        return 2
+    os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(args.pipedream))
+    seeds = HELD_OUT_SEEDS[:args.seeds]
+    rates: dict[str, dict[str, list[float]]] = {m: {d: [] for d in PAPER_DISTRIBUTIONS}
+                                                for m in args.methods}
+    seconds: dict[str, list[float]] = {d: [] for d in PAPER_DISTRIBUTIONS}
+    missing: set[str] = set()
+    with tqdm(total=len(PAPER_DISTRIBUTIONS) * len(seeds) * len(args.methods), unit="episode",
+              disable=None) as bar:
+        for dist in PAPER_DISTRIBUTIONS:
+            for seed in seeds:
+                instance = paper_instance(dist, seed, args.jobs)
+                for method in args.methods:
+                    bar.update()
+                    if method in missing:
+                        continue
+                    started = time.perf_counter()
+                    try:
+                        solution = solve(instance, method, seed=0)
+                    except InputError as err:  # the learned agent without its checkpoint
+                        print(f"skipping {method}: {err}", file=sys.stderr)
+                        missing.add(method)
+                        continue
+                    if not solution.validated:
+                        print(f"{method} {dist} {seed}: not validated", file=sys.stderr)
+                        return 1
+                    rates[method][dist].append(solution.blocking_rate)
+                    if method == "lp-online":
+                        seconds[dist].append(time.perf_counter() - started)
+    print(f"blocking rate, mean ± spread over held-out seeds {list(seeds)}, {args.jobs} jobs, ddls")
+    print("| method | " + " | ".join(PAPER_DISTRIBUTIONS) + " |")
+    print("|---|" + "---|" * len(PAPER_DISTRIBUTIONS))
+    for method in args.methods:
+        if method in missing:
+            continue
+        cells = []
+        for dist in PAPER_DISTRIBUTIONS:
+            r = rates[method][dist]
+            spread = np.std(r, ddof=1) if len(r) > 1 else 0.0
+            cells.append(f"{np.mean(r):.3f} ± {spread:.3f}")
+        print(f"| {method} | " + " | ".join(cells) + " |")
+    if any(seconds.values()):
+        print("| lp-online s/episode | " + " | ".join(
+            f"{np.mean(seconds[d]):.0f}" if seconds[d] else "-" for d in PAPER_DISTRIBUTIONS) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
