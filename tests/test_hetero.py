@@ -101,6 +101,11 @@ def test_all_reduce_and_latency_in_the_stage_time():
     problem = build_problem(_chain([10, 10], activations=[1e6, 0]), types2, 100.0)
     plan = plan_from_types(problem, [0, 1], "x", "heuristic")
     assert plan.stages[1].time_ms == pytest.approx(10 + 2 + 2)
+    # the latency decides: 39 + 2 + 2 = 43 ms > 42 on one instance, (39 + 2) / 2 + 2 on two
+    problem = build_problem(_chain([10, 39], activations=[1e6, 0]), types2, 42.0)
+    plan = plan_from_types(problem, [0, 1], "x", "heuristic")
+    assert plan.stages[1].replicas == 2 and plan_problems(problem, plan) == []
+    assert plan.stages[1].time_ms == pytest.approx(22.5)
 
 
 def test_deadline_gives_the_step_budget():
@@ -267,7 +272,7 @@ type_sets = st.lists(st.tuples(st.sampled_from([0.5, 1.0, 1.5, 2.0, 3.0, 4.0]),
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chain=chains, specs=type_sets, budget=st.sampled_from([10.0, 20.0, 35.0, 50.0, 80.0]),
-       bandwidth=st.sampled_from([1e9, 4e9, 1e10]), latency=st.sampled_from([0.0, 1e-6, 5e-5]),
+       bandwidth=st.sampled_from([1e9, 4e9, 1e10]), latency=st.sampled_from([0.0, 1e-6, 5e-5, 1e-3]),
        max_replicas=st.sampled_from([4, 16]))
 def test_exact_methods_agree_on_random_chains(chain, specs, budget, bandwidth, latency,
                                               max_replicas):
@@ -311,3 +316,31 @@ def test_milp_is_proven_on_a_pipedream_graph(pipedream_dir):
     assert milp.status == "optimal" and plan_problems(problem, milp) == []
     assert milp.cost_per_hour == pytest.approx(dp.cost_per_hour, rel=1e-9)
     assert math.isclose(milp.bound_cost, milp.cost_per_hour, rel_tol=1e-9)
+
+
+# ----- per-type op times ----------------------------------------------------------------------------
+def test_zoo_graphs_get_roofline_times_per_type():
+    from pacopt.cluster.graph_sources import resolve_graph
+    from pacopt.cluster.hetero.types import type_op_times
+
+    bundled = json.loads(EXAMPLE_TYPES.read_text())
+    types = types_from_dict({**bundled, "types": {k: bundled["types"][k] for k in ("a100", "h100")},
+                             "links": {"default": bundled["links"]["default"]}})
+    graph = resolve_graph("cnn")
+    times, how = type_op_times(graph, types)
+    assert how == "roofline"
+    # the bundled graph is the A100 profile, and the a100 type has the A100's roofline
+    assert times[:, 0] == pytest.approx([op.forward_ms + op.backward_ms for op in graph.ops],
+                                        abs=1e-5)
+    # the H100 has 3.4x the FLOP/s but 1.6x the bandwidth: convolutions gain more than ReLUs
+    gain = {op.kind: [] for op in graph.ops}
+    for op, (a100, h100) in zip(graph.ops, times):
+        if h100 > 0:  # views cost nothing anywhere
+            gain[op.kind].append(a100 / h100)
+    conv, relu = gain["Conv2d"], gain["ReLU"]
+    assert min(conv) > max(relu) > 1.0
+    # the same graph under another name is a measured graph: speed factors
+    renamed = graph_from_dict(graph.to_dict(), "not-a-zoo-model")
+    times, how = type_op_times(renamed, types)
+    assert how == "speed_factor"
+    assert times[:, 1] == pytest.approx(times[:, 0] / bundled["types"]["h100"]["speed_factor"])

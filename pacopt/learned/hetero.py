@@ -307,7 +307,9 @@ def train(graphs: list[JobGraph], types: ResourceTypes, timesteps: int, seed: in
     torch.set_num_threads(1)  # a small MLP: more threads only contend on a shared machine
     sample = problem_sampler(graphs, types)
     env = HeteroEnv(sample, len(types.names))
-    model = MaskablePPO("MlpPolicy", env, seed=seed, n_steps=1024, batch_size=256, n_epochs=5,
+    rollout = min(1024, max(64, timesteps))  # a short (test) run still makes one update
+    model = MaskablePPO("MlpPolicy", env, seed=seed, n_steps=rollout,
+                        batch_size=min(256, rollout), n_epochs=5,
                         gamma=1.0, gae_lambda=0.95, learning_rate=1e-4, ent_coef=0.001,
                         policy_kwargs={"net_arch": [64, 64]}, device="cpu", verbose=0)
     if imitation_problems:

@@ -166,6 +166,10 @@ def _zoo_profile(name: str, hardware=None) -> JobGraph:
 
 def is_zoo_graph(graph: JobGraph) -> bool:
     """Whether ``graph`` is pacopt's own A100 profile of the zoo model of the same name."""
+    from pacopt.cluster.graph_sources import EXAMPLES_DIR
+
+    if not (EXAMPLES_DIR / f"{graph.name}.json").is_file():  # no zoo model: skip importing torch
+        return False
     from pacopt.cluster.zoo import ZOO
 
     return graph.name in ZOO and _zoo_profile(graph.name).fingerprint == graph.fingerprint
