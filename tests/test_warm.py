@@ -74,3 +74,26 @@ def test_greedy_choice_takes_the_first_compatible_candidate(ddls):
     # the earlier job wins the conflict; the later one falls back to its next candidate
     assert greedy_choice(ddls, {second: [m, free], first: [k]}) == {first: k, second: free}
     assert greedy_choice(ddls, {second: [m], first: [k]}) == {first: k}
+
+
+def test_every_registered_online_method_is_a_warm_start(ddls):
+    """Every policy family of the registry is played (parametric ones at every legal degree),
+    the usual winners first, and the best start is at least as good as each one's episode."""
+    from pacopt.cluster.policies import POLICIES
+    from pacopt.formulations.warm import ONLINE_ORDER, best_online_start, online_policies
+
+    policies = online_policies(ddls.instance)
+    names = [policy.name for policy in policies]
+    families = {name.split("(")[0].split(":")[0] for name in names}
+    assert families >= {name.split(":")[0] for name in POLICIES} - {"tuned"}
+    assert {f"fixed:{k}" for k in (1, 2, 4, 8, 16)} <= set(names)
+    first = [name.split("(")[0].split(":")[0] for name in names]
+    order = [family.split(":")[0] for family in ONLINE_ORDER]
+    ranks = [order.index(f) if f in order else len(order) for f in first]
+    assert ranks == sorted(ranks)
+    name, start = best_online_start(ddls, policies)
+    check_choice(ddls, start)
+    for policy in online_policies(ddls.instance):
+        assert len(start) >= len(warm_start_from(ddls, simulate(ddls.instance, policy, seed=0)))
+    assert name in names
+    assert best_online_start(ddls, policies, deadline=0.0) == (None, {})  # no time: none played
