@@ -68,7 +68,8 @@ def main() -> int:
                     rates[method][dist].append(solution.blocking_rate)
                     if method == "lp-online":
                         seconds[dist].append(time.perf_counter() - started)
-    print(f"blocking rate, mean ± spread over held-out seeds {list(seeds)}, {args.jobs} jobs, ddls")
+    print(f"blocking rate, mean ± spread over held-out seeds {list(seeds)}, {args.jobs} jobs, "
+          "ddls")
     print("| method | " + " | ".join(PAPER_DISTRIBUTIONS) + " |")
     print("|---|" + "---|" * len(PAPER_DISTRIBUTIONS))
     for method in args.methods:
@@ -81,8 +82,8 @@ def main() -> int:
             cells.append(f"{np.mean(r):.3f} ± {spread:.3f}")
         print(f"| {method} | " + " | ".join(cells) + " |")
     if any(seconds.values()):
-        print("| lp-online s/episode | " + " | ".join(
-            f"{np.mean(seconds[d]):.0f}" if seconds[d] else "-" for d in PAPER_DISTRIBUTIONS) + " |")
+        cells = [f"{np.mean(seconds[d]):.0f}" if seconds[d] else "-" for d in PAPER_DISTRIBUTIONS]
+        print("| lp-online s/episode | " + " | ".join(cells) + " |")
     return 0
 
 

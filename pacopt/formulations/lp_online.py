@@ -88,7 +88,7 @@ class LpOnline:
         pick = int(np.searchsorted(cumulative, self.rng.random(), side="right"))
         return degrees[pick] if pick < len(degrees) else 0
 
-    # ----- the LP's columns -------------------------------------------------------------------------
+    # ----- the LP's columns -----------------------------------------------------------------------
     def _arriving(self, decision: Decision, now: float) -> list[Option]:
         """The arriving job's columns (job 0): each degree first-fit places now in time."""
         live, horizon = decision.options(), decision.horizon_ms
@@ -145,7 +145,7 @@ class LpOnline:
                                                   self.instance.cluster)
         return self.patterns[key]
 
-    # ----- rows and costs -----------------------------------------------------------------------------
+    # ----- rows and costs -------------------------------------------------------------------------
     def _rows(self, options: list[Option]) -> list[list[int]]:
         """Conflict rows of each scenario together with the arriving job (scenarios never
         meet each other)."""
