@@ -19,9 +19,13 @@ MaskablePPO in :class:`HeteroEnv`:
   stage's replicas, length and headroom. It has a fixed size for a fixed number of types, so a
   checkpoint serves one types file's shape (4 types for the bundled one).
 
-Training samples a training graph and a step budget (the graph's A100 step time divided by a
-log-uniform factor in :data:`LOAD_RANGE`) per episode; :func:`evaluate` reports the cost gap to
-the DP optimum on graphs never trained on. ``python -m pacopt.learned.hetero --help``.
+Training (:func:`train`) samples a training graph and a step budget (the graph's A100 step time
+divided by a log-uniform factor in :data:`LOAD_RANGE`) per episode. It first clones the DP
+optimum's choices on 400 sampled problems (behaviour cloning of the masked policy: a warm start,
+as the cluster agent's imitation), then fine-tunes with MaskablePPO at a small learning rate;
+:func:`evaluate` reports the cost gap to the DP optimum on graphs never trained on.
+``python -m pacopt.learned.hetero --help``; the shipped checkpoint's run is described in
+``examples/hetero/rl_policy.json``.
 """
 
 from __future__ import annotations
@@ -297,9 +301,10 @@ def imitate(model, problems: list[HeteroProblem], epochs: int = 30, seed: int = 
 
 
 def train(graphs: list[JobGraph], types: ResourceTypes, timesteps: int, seed: int = 0,
-          imitation_problems: int = 150, progress: bool = False):
+          imitation_problems: int = 400, learning_rate: float = 3e-5, progress: bool = False):
     """Train the policy (small MLP) on problems drawn from ``graphs``: behaviour cloning of the
-    DP optimum on ``imitation_problems`` sampled problems, then MaskablePPO for ``timesteps``."""
+    DP optimum on ``imitation_problems`` sampled problems, then MaskablePPO for ``timesteps``
+    (a small ``learning_rate``: larger ones undid the imitation faster than PPO improved on it)."""
     import torch
     from sb3_contrib import MaskablePPO
 
@@ -310,14 +315,33 @@ def train(graphs: list[JobGraph], types: ResourceTypes, timesteps: int, seed: in
     rollout = min(1024, max(64, timesteps))  # a short (test) run still makes one update
     model = MaskablePPO("MlpPolicy", env, seed=seed, n_steps=rollout,
                         batch_size=min(256, rollout), n_epochs=5,
-                        gamma=1.0, gae_lambda=0.95, learning_rate=1e-4, ent_coef=0.001,
+                        gamma=1.0, gae_lambda=0.95, learning_rate=learning_rate, ent_coef=0.001,
                         policy_kwargs={"net_arch": [64, 64]}, device="cpu", verbose=0)
     if imitation_problems:
         rng = np.random.default_rng(seed)
         imitate(model, [sample(rng) for _ in range(imitation_problems)], seed=seed)
     if timesteps:
-        model.learn(total_timesteps=timesteps, progress_bar=progress)
+        model.learn(total_timesteps=timesteps, callback=_progress_bar(timesteps) if progress else None)
     return model
+
+
+def _progress_bar(total: int):
+    """A tqdm bar over PPO's timesteps (sb3's own needs ``rich``, which pacopt does not use)."""
+    from stable_baselines3.common.callbacks import BaseCallback
+    from tqdm.auto import tqdm
+
+    class Bar(BaseCallback):
+        def _on_training_start(self) -> None:
+            self.bar = tqdm(total=total, unit="step", desc="PPO")
+
+        def _on_step(self) -> bool:
+            self.bar.update(self.training_env.num_envs)
+            return True
+
+        def _on_training_end(self) -> None:
+            self.bar.close()
+
+    return Bar()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -328,8 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         parser = _Parser(prog="python -m pacopt.learned.hetero",
                          description="Train the heterogeneous RL scheduler and report its gaps.")
         parser.add_argument("--types", default=str(EXAMPLE_TYPES))
-        parser.add_argument("--timesteps", type=int, default=100_000)
-        parser.add_argument("--imitation", type=int, default=150, metavar="N",
+        parser.add_argument("--timesteps", type=int, default=60_000)
+        parser.add_argument("--learning-rate", type=float, default=3e-5)
+        parser.add_argument("--imitation", type=int, default=400, metavar="N",
                             help="problems whose DP optimum is cloned first (0: pure PPO)")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--out", default=str(CHECKPOINT))
@@ -337,13 +362,14 @@ def main(argv: list[str] | None = None) -> int:
         types = load_types(args.types)
         started = time.perf_counter()
         model = train(training_graphs(TRAIN_GRAPHS), types, args.timesteps, args.seed,
-                      imitation_problems=args.imitation, progress=sys.stderr.isatty())
+                      imitation_problems=args.imitation, learning_rate=args.learning_rate,
+                      progress=sys.stderr.isatty())
         minutes = (time.perf_counter() - started) / 60
         rows = evaluate(model, training_graphs(HELD_OUT_GRAPHS), types)
         model.save(args.out)
         gaps = [r["rl_gap"] for r in rows if r["rl_gap"] is not None]
         summary = {"types": list(types.names), "timesteps": args.timesteps, "seed": args.seed,
-                   "imitation_problems": args.imitation,
+                   "imitation_problems": args.imitation, "learning_rate": args.learning_rate,
                    "train_graphs": list(TRAIN_GRAPHS), "train_minutes": round(minutes, 2),
                    "held_out": rows,
                    "mean_rl_gap": float(np.mean(gaps)) if gaps else None,

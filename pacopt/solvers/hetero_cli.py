@@ -143,9 +143,12 @@ def _print_plan(plan: HeteroPlan, graph: JobGraph) -> None:
     print(f"  {'stage':>5} {'type':>8} {'ops':>28} {'replicas':>8} {'time_ms':>10} "
           f"{'compute':>10} {'transfer':>9} {'allreduce':>9}")
     for i, s in enumerate(plan.stages):
-        span = f"{ids[s.first]}..{ids[s.last]}" if s.last > s.first else ids[s.first]
+        first, last = ids[s.first], ids[s.last]
+        span = first if s.last == s.first else f"{first}..{last}"
+        if len(span) > 28:
+            span = f"{first[:13]}..{last[-13:]}"
         r = s.replicas
-        print(f"  {i:>5} {s.type:>8} {span[-28:]:>28} {r:>8} {s.time_ms:>10.3f} "
+        print(f"  {i:>5} {s.type:>8} {span:>28} {r:>8} {s.time_ms:>10.3f} "
               f"{s.compute_ms / r:>10.3f} {s.comm_ms / r + s.latency_ms:>9.3f} "
               f"{(r - 1) / r * s.allreduce_ms:>9.3f}")
 
