@@ -15,7 +15,6 @@ import pytest
 
 import pacopt.formulations.decomposition as decomposition
 import pacopt.formulations.realise as realisation
-from pacopt.formulations.bound import Relaxation
 from pacopt.formulations.cpsat import solve_cpsat
 from pacopt.formulations.decomposition import restrict, solve_decomposed
 from pacopt.formulations.milp import solve_milp

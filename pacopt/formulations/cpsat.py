@@ -22,7 +22,6 @@ valid (blocks of one size are not all equivalent once other jobs hold some).
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from pacopt.formulations.offline import (
     OfflineProblem,
     Progress,
     Stop,
+    available_cores,
     objective,
 )
 from pacopt.formulations.warm import check_choice
@@ -143,13 +143,6 @@ class _Monitor(cp_model.CpSolverSolutionCallback):
                 self.stop()
 
 
-def _default_threads() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on every platform
-        return os.cpu_count() or 1
-
-
 def solve_cpsat(problem: OfflineProblem, *, time_limit: float | None = None,
                 threads: int | None = None, warm_start: dict[int, int] | None = None,
                 progress: Progress | None = None, stop: Stop | None = None) -> ExactResult:
@@ -174,7 +167,7 @@ def solve_cpsat(problem: OfflineProblem, *, time_limit: float | None = None,
     model = build_model(problem, weights, warm_start)
     solver = cp_model.CpSolver()
     params = solver.parameters
-    params.num_workers = threads or _default_threads()
+    params.num_workers = threads or available_cores()
     params.log_search_progress = False
     params.catch_sigint_signal = False  # run_stoppable's handler stops the search
     if len(problem.options) > LARGE_MODEL_OPTIONS:

@@ -54,7 +54,6 @@ lanes) with the best solution so far.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -63,7 +62,14 @@ from pacopt.cluster.policies import Policy
 from pacopt.cluster.simulator import EPS_MS
 from pacopt.formulations.bound import solve_relaxation
 from pacopt.formulations.interrupt import run_stoppable
-from pacopt.formulations.offline import ExactResult, OfflineProblem, Progress, Stop, restrict
+from pacopt.formulations.offline import (
+    ExactResult,
+    OfflineProblem,
+    Progress,
+    Stop,
+    available_cores,
+    restrict,
+)
 from pacopt.formulations.realise import place, realise
 from pacopt.formulations.warm import (
     best_online_start,
@@ -98,7 +104,7 @@ def solve_decomposed(problem: OfflineProblem, backend: Backend, *, time_limit: f
     ``optimal`` when the incumbent meets a proven bound (the relaxation's or a whole-model
     search's), else ``feasible``.
     """
-    total = threads or _cores()
+    total = threads or available_cores()
     lanes = 2 if total >= 2 else 1
     search = _Search(problem, backend, max(1, total // lanes), time_limit, warm_start or {},
                      progress)
@@ -132,13 +138,6 @@ def solve_decomposed(problem: OfflineProblem, backend: Backend, *, time_limit: f
     if search.error is not None:
         raise search.error
     return search.result()
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on every platform
-        return os.cpu_count() or 1
 
 
 class _Search:

@@ -28,6 +28,7 @@ almost every job fractionally on large episodes, see :mod:`pacopt.formulations.c
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -280,6 +281,15 @@ def to_solution(problem: OfflineProblem, chosen: dict[int, int], *, method: str,
 
 
 # ----- what every backend takes and returns, and the objective they share --------------------------
+def available_cores() -> int:
+    """The cores this process may run on: the default thread count of the backends and the
+    search."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
+
+
 class Stop:
     """A stop request shared by solver calls running side by side (the portfolio's lanes).
 
