@@ -1,7 +1,8 @@
 """Command lines: ``solve INSTANCE.json`` and ``pacopt <command>``.
 
 Exit codes: 0 success, 1 a solution failed validation, 2 bad input (one line on stderr saying
-which field or file and why), 130 interrupted.
+which field or file and why, before any work), 130 interrupted (``solve`` still writes the best
+solution found, marked ``interrupted``; see :mod:`pacopt.formulations.interrupt`).
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def _solve_parser() -> argparse.ArgumentParser:
                         help="time limit in seconds for exact methods (default 120)")
     parser.add_argument("--threads", type=int, metavar="N",
                         help="solver threads for exact methods (default: all cores)")
-    parser.add_argument("--seed", type=int, help="seed of randomised methods")
+    parser.add_argument("--seed", type=int,
+                        help="seed of randomised methods (default: drawn, used and recorded)")
     parser.add_argument("--checkpoint", metavar="FILE",
                         help="the learned agent's checkpoint (pac-ml; default: the shipped one)")
     parser.add_argument("--out", metavar="FILE",
