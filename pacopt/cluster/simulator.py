@@ -14,8 +14,10 @@ environment drives); :func:`simulate` runs a :class:`~pacopt.cluster.policies.Po
 
 from __future__ import annotations
 
+import copy
 import heapq
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
@@ -81,6 +83,19 @@ class OnlineEpisode:
                                      deadline_ms=record.deadline_ms, table=table, state=self.state,
                                      model=self.model, horizon_ms=horizon)
             return
+
+    def fork(self) -> OnlineEpisode:
+        """An independent copy of the episode at this point, sharing the instance, the JCT model
+        and the tables: deciding in the fork leaves this episode untouched (what-if play)."""
+        fork = copy.copy(self)
+        fork.state = self.state.copy()
+        fork.records = list(self.records)
+        fork._ending = list(self._ending)
+        if self.decision is not None:  # the waiting job's record is the one decide() fills in
+            index = self.decision.job_index
+            fork.records[index] = copy.copy(self.records[index])
+            fork.decision = replace(self.decision, state=fork.state)
+        return fork
 
     def decide(self, degree: int) -> JobRecord:
         """Apply ``degree`` (0 = reject) to the waiting job; returns its record."""

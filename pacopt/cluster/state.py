@@ -35,6 +35,11 @@ class ClusterState:
     def num_running(self) -> int:
         return len(self.running)
 
+    def copy(self) -> ClusterState:
+        """An independent copy (what-if simulations fork the live state)."""
+        return ClusterState(self.cluster, self.now_ms, self.occupied, self.owner.copy(),
+                            dict(self.running))
+
     def free_mask(self) -> np.ndarray:
         """Boolean array: server i is free."""
         return self.owner < 0

@@ -76,7 +76,9 @@ class LearnedPolicy:
         self._observers: dict[tuple, Observer] = {}
 
     def reset(self, seed: int | None) -> None:
-        """The agent is deterministic: nothing to reset."""
+        """A new episode: forget the arrivals seen (the agent itself is deterministic)."""
+        for observer in self._observers.values():
+            observer.reset()
 
     def _observer(self, decision: Decision) -> Observer:
         key = (decision.state.cluster, decision.model.settings)
@@ -92,6 +94,7 @@ class LearnedPolicy:
 
     def choose(self, decision: Decision) -> int:
         observer = self._observer(decision)
+        observer.note(decision)
         mask = observer.mask(decision)
         if mask.sum() == 1:
             return 0  # nothing but reject is worth choosing: skip the network

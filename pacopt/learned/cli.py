@@ -26,12 +26,17 @@ def train_command(argv: list[str]) -> int:
     parser.add_argument("--envs", type=int, default=2, help="parallel environments (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--teacher", default="tuned",
-                        help="policy imitated by the warm start (default tuned; 'none' to skip)")
+                        help="policy imitated by the warm start: tuned (default), lookahead "
+                             "(hindsight rollouts over tuned, slower and stronger), any online "
+                             "heuristic, or none")
+    parser.add_argument("--warm-episodes", type=int, default=5,
+                        help="teacher episodes per distribution in the warm start (default 5)")
     args = parser.parse_args(argv)
     if not args.minutes > 0 or args.minutes == float("inf"):
         raise InputError("--minutes must be a finite number > 0")
-    if args.envs < 1 or args.seed < 0 or (args.steps is not None and args.steps < 1):
-        raise InputError("--envs and --steps must be >= 1, --seed >= 0")
+    if (args.envs < 1 or args.seed < 0 or args.warm_episodes < 0
+            or (args.steps is not None and args.steps < 1)):
+        raise InputError("--envs and --steps must be >= 1, --seed and --warm-episodes >= 0")
 
     from pacopt.learned.train import TrainConfig, train
 
@@ -39,7 +44,7 @@ def train_command(argv: list[str]) -> int:
     config = TrainConfig(distributions=dists, preset=args.preset, minutes=args.minutes,
                          max_steps=args.steps, envs=args.envs, seed=args.seed,
                          teacher="" if args.teacher == "none" else args.teacher,
-                         init=args.init)
+                         init=args.init, warm_episodes=args.warm_episodes)
     best = train(config, Path(args.out), resume=args.resume)
     print(f"best checkpoint: {best}")
     return 0

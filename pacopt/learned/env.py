@@ -8,8 +8,10 @@ waiting job through :class:`~pacopt.cluster.simulator.OnlineEpisode` (first-fit 
 cluster, exactly as every other policy) and moves to the next arrival.
 
 Rewards (``reward=``): ``"acceptance"`` (PAC-ML's, the default) +1 when the job is accepted and
--1 when it is blocked for any reason; ``"accepted"`` +1 / 0. Both are known at decision time:
-a job's JCT is fixed when it is placed, so its fate (deadline, horizon) is too.
+-1 when it is blocked for any reason; ``"accepted"`` +1 / 0; both times ``reward_scale`` (training
+uses 1 - gamma, so that returns stay about 1 and the critic's loss does not swamp the actor's
+gradient through the shared encoder). Both are known at decision time: a job's JCT is fixed when
+it is placed, so its fate (deadline, horizon) is too.
 
 ``action_masks()`` (sb3-contrib's protocol) allows reject and the degrees that first-fit can
 place now and that meet the deadline; every other degree blocks the job exactly as reject does.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -51,16 +54,26 @@ class WorkloadFamily:
               num_jobs: int = 1001, seed_range: tuple[int, int] = TRAIN_SEED_RANGE,
               **kwargs) -> WorkloadFamily:
         """The paper's workload family (see :func:`pacopt.cluster.paper.paper_instance_dict`)."""
+        data = paper_instance_dict("A", 0, num_jobs, preset, **kwargs)
+        return cls.from_instance_data(data, distributions=distributions, seed_range=seed_range,
+                                      source="paper")
+
+    @classmethod
+    def from_instance_data(cls, data: dict, base_dir: str | Path = ".", *,
+                           distributions: tuple[str, ...] = PAPER_DISTRIBUTIONS,
+                           seed_range: tuple[int, int] = TRAIN_SEED_RANGE,
+                           source: str | None = None) -> WorkloadFamily:
+        """The family of an instance JSON dict with a ``workload`` section (its explicit jobs, if
+        any, are dropped): its cluster, model, graphs and horizon, with new job streams."""
+        if "workload" not in data:
+            raise InputError("a training family needs an instance with a 'workload' section")
         for dist in distributions:
             if dist not in PAPER_DISTRIBUTIONS:
                 raise InputError(f"unknown beta distribution '{dist}'; expected one of "
                                  f"{', '.join(PAPER_DISTRIBUTIONS)}")
-        data = paper_instance_dict("A", 0, num_jobs, preset, **kwargs)
-        workload = data.pop("workload")
-        base = instance_from_dict({**data, "jobs": [{"id": "probe", "graph": workload["graphs"][0],
-                                                       "arrival_ms": 0, "max_jct_fraction": 1}]},
-                                  source="paper")
-        return cls(replace(base, jobs=[]), workload, tuple(distributions), seed_range)
+        data = {**copy.deepcopy(data), "jobs": []}
+        base = instance_from_dict(data, base_dir, source=source)  # checks the whole instance
+        return cls(replace(base, jobs=[]), data["workload"], tuple(distributions), seed_range)
 
     def instance(self, distribution: str, seed: int) -> Instance:
         """The episode of ``distribution`` and workload ``seed``."""
@@ -83,11 +96,13 @@ class PartitionEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, family: WorkloadFamily, reward: str = "acceptance"):
+    def __init__(self, family: WorkloadFamily, reward: str = "acceptance",
+                 reward_scale: float = 1.0):
         if reward not in REWARDS:
             raise InputError(f"unknown reward '{reward}'; known: {', '.join(REWARDS)}")
         self.family = family
         self.reward = reward
+        self.reward_scale = reward_scale
         base = family.base
         self.observer = Observer(base.cluster, base.model)
         self.model = JctModel(base.cluster, base.model)  # shared by every episode: warm caches
@@ -107,6 +122,7 @@ class PartitionEnv(gym.Env):
         else:
             instance, info = self.family.draw(self.np_random)
         self.episode = OnlineEpisode(instance, self.model)
+        self.observer.reset()
         self._skip_empty()
         return self._observe(), info
 
@@ -129,6 +145,7 @@ class PartitionEnv(gym.Env):
             reward = 1.0 if record.accepted else -1.0
         else:
             reward = 1.0 if record.accepted else 0.0
+        reward *= self.reward_scale
         terminated = self.episode.done
         info = {"accepted": record.accepted, "reason": record.reason, "degree": record.degree}
         if terminated:

@@ -7,7 +7,10 @@ and adds what the paper lacked, because the choice hinges on it:
   meet the deadline (and the horizon), how many workers it takes, its worker-time, and how much
   of the cluster stays free and unfragmented (free blocks of 16, 8 and 4) once it is placed;
 - the cluster's fragmentation: the share of free blocks of every RAMP size, and when the next
-  running jobs finish and how many workers they return.
+  running jobs finish and how many workers they return;
+- the workload: a histogram and the mean of the betas of the last HISTORY arrivals, from which the
+  agent can tell how strict deadlines are these days (the beta distribution), as ``tuned`` is
+  told. The observer keeps this history per episode: call :meth:`Observer.reset` when one starts.
 
 Keys of an observation:
 - ``node_x`` (MAX_NODES x NODE_DIM), ``edge_index`` (2 x MAX_EDGES, -1 = padding), ``edge_x``
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,7 +50,10 @@ BLOCK_SIZES = (1, 2, 3, 4, 6, 8, 9, 16)
 #: Sizes whose free blocks are counted again after each candidate placement.
 AFTER_SIZES = (16, 8, 4)
 NEXT_COMPLETIONS = 4
-GLOBAL_DIM = 10 + len(BLOCK_SIZES) + 2 * NEXT_COMPLETIONS + 1
+#: Recent arrivals whose betas describe the workload (the agent infers the beta distribution).
+HISTORY = 100
+BETA_BINS = (0.0, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0)
+GLOBAL_DIM = 10 + len(BLOCK_SIZES) + 2 * NEXT_COMPLETIONS + 1 + len(BETA_BINS) + 1
 ACTION_DIM = 12 + len(AFTER_SIZES)
 
 
@@ -162,6 +169,18 @@ class Observer:
         self.num_actions = settings.max_partitions_per_op + 1
         self._blocks = _BlockCounter(cluster, tuple(sorted(set(BLOCK_SIZES + AFTER_SIZES))))
         self._graphs: dict[str, GraphArrays] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the arrivals seen: a new episode starts."""
+        self._betas: deque[float] = deque(maxlen=HISTORY)
+        self._last_job = -1
+
+    def note(self, decision: Decision) -> None:
+        """Record the arriving job's beta in the history (once per job)."""
+        if decision.job_index != self._last_job:
+            self._last_job = decision.job_index
+            self._betas.append(decision.max_jct_fraction)
 
     def observation_space(self) -> spaces.Dict:
         """The ``Dict`` space of :meth:`observe`."""
@@ -193,6 +212,7 @@ class Observer:
 
     def observe(self, decision: Decision) -> dict[str, np.ndarray]:
         """The observation of ``decision`` (fresh arrays, owned by the caller)."""
+        self.note(decision)
         g = self.graph(decision.graph)
         return {"node_x": g.node_x.copy(), "edge_index": g.edge_index.copy(),
                 "edge_x": g.edge_x.copy(), "graph_sig": g.sig.copy(), "globals": self._globals(decision, g),
@@ -224,7 +244,11 @@ class Observer:
             nxt += [min((end - now) / deadline, 4.0) / 4, held / n]
         nxt += [1.0, 0.0] * (NEXT_COMPLETIONS - len(ends[:NEXT_COMPLETIONS]))
         mean_left = (np.mean([end - now for end, _ in ends]) / deadline) if ends else 0.0
-        out = job + list(g.features) + cluster + blocks + nxt + [min(mean_left, 4.0) / 4]
+        betas = np.asarray(self._betas)
+        counts = np.histogram(betas, bins=BETA_BINS)[0] / len(betas)
+        history = list(counts) + [betas.mean(), min(len(betas) / HISTORY, 1.0)]
+        out = (job + list(g.features) + cluster + blocks + nxt + [min(mean_left, 4.0) / 4]
+               + history)
         return np.asarray(out, dtype=np.float32)
 
     def _actions(self, decision: Decision) -> np.ndarray:

@@ -76,7 +76,7 @@ class DegreeScorer(BaseFeaturesExtractor):
     """Observation -> [one logit per degree | context] (see the module doc)."""
 
     def __init__(self, observation_space: spaces.Dict, graph_dim: int = 32, context_dim: int = 64,
-                 hidden: int = 64):
+                 hidden: int = 64, degree_dim: int = 8):
         num_actions, action_dim = observation_space["actions"].shape
         super().__init__(observation_space, features_dim=num_actions + context_dim)
         self.num_actions = num_actions
@@ -84,7 +84,11 @@ class DegreeScorer(BaseFeaturesExtractor):
                                     observation_space["edge_x"].shape[1], hidden, graph_dim)
         global_dim = observation_space["globals"].shape[0]
         self.context = _mlp([graph_dim + global_dim, hidden, context_dim])
-        self.scorer = _mlp([context_dim + action_dim, hidden, hidden, 1], last_activation=False)
+        # a learned vector per degree: "prefer 6 when ..." is then a bias, not a bump to carve
+        # out of the scalar d / max with ReLUs
+        self.degree_embedding = nn.Embedding(num_actions, degree_dim)
+        self.scorer = _mlp([context_dim + action_dim + degree_dim, hidden, hidden, 1],
+                           last_activation=False)
         self._cache: dict[tuple, torch.Tensor] = {}
 
     def train(self, mode: bool = True):
@@ -111,7 +115,9 @@ class DegreeScorer(BaseFeaturesExtractor):
     def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         context = self.context(torch.cat([self.embed_graphs(obs), obs["globals"]], 1))
         actions = obs["actions"]
-        joined = torch.cat([context.unsqueeze(1).expand(-1, actions.shape[1], -1), actions], 2)
+        batch, num_actions = actions.shape[:2]
+        degrees = self.degree_embedding.weight.unsqueeze(0).expand(batch, -1, -1)
+        joined = torch.cat([context.unsqueeze(1).expand(-1, num_actions, -1), actions, degrees], 2)
         logits = self.scorer(joined).squeeze(-1)
         return torch.cat([logits, context], 1)
 

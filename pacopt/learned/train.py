@@ -40,6 +40,7 @@ from pacopt.cluster.policies import make_policy, tuned_choice
 from pacopt.learned.agent import load_checkpoint
 from pacopt.learned.env import PartitionEnv, WorkloadFamily
 from pacopt.learned.gnn import DegreePolicy, greedy_degree
+from pacopt.learned.lookahead import LookaheadTeacher
 
 #: Training-range seeds the best checkpoint is selected on (never the held-out seeds).
 VALIDATION_SEEDS = (9_000, 9_001)
@@ -59,8 +60,10 @@ class TrainConfig:
     seed: int = 0
     teacher: str = "tuned"
     init: str | None = None  # start from this checkpoint's weights (fine-tuning), no warm start
-    warm_episodes: int = 2  # per distribution
-    warm_epochs: int = 8
+    warm_episodes: int = 5  # per distribution
+    warm_epochs: int = 6
+    dagger_rounds: int = 1
+    dagger_episodes: int = 2  # per distribution and round
     learning_rate: float = 1e-4
     n_steps: int = 512
     batch_size: int = 256
@@ -77,31 +80,42 @@ class TrainConfig:
     def family(self, **kwargs) -> WorkloadFamily:
         return WorkloadFamily.paper(self.distributions, self.preset, self.num_jobs, **kwargs)
 
+    def env(self) -> PartitionEnv:
+        """A training environment (rewards scaled by 1 - gamma: returns of about 1)."""
+        return PartitionEnv(self.family(), self.reward, reward_scale=1.0 - self.gamma)
+
 
 def _make_env(config: TrainConfig, rank: int):
     def build():
         torch.set_num_threads(config.torch_threads)
-        env = PartitionEnv(config.family(), config.reward)
+        env = config.env()
         env.reset(seed=config.seed * 1000 + rank)
         return env
     return build
 
 
 # ----- playing episodes -------------------------------------------------------------------------
-def play(env: PartitionEnv, choose, distribution: str, seed: int) -> tuple[float, list]:
-    """Play one episode with ``choose(env) -> degree``; returns its blocking rate and the
-    (observation, action, mask, reward) steps."""
+def play(env: PartitionEnv, choose, distribution: str, seed: int,
+         label=None) -> tuple[float, list]:
+    """Play one episode with ``choose(env, obs, mask) -> degree``; returns its blocking rate and
+    the (observation, action, mask, reward) steps. With ``label`` (same signature), the steps
+    record ``label``'s degree for each state while ``choose`` drives (DAgger)."""
     obs, _ = env.reset(options={"distribution": distribution, "seed": seed})
     steps, done, info = [], False, {}
     while not done:
         mask = env.action_masks()
-        action = int(choose(env, obs, mask))
-        if not mask[action]:
-            action = 0  # a degree outside the mask blocks the job, as reject does
+        action = _allowed(choose(env, obs, mask), mask)
+        recorded = action if label is None else _allowed(label(env, obs, mask), mask)
         next_obs, reward, done, _, info = env.step(action)
-        steps.append((obs, action, mask, reward))
+        steps.append((obs, recorded, mask, reward))
         obs = next_obs
     return info["blocking_rate"], steps
+
+
+def _allowed(action, mask) -> int:
+    """A degree outside the mask blocks the job, as reject does: record it as reject."""
+    action = int(action)
+    return action if mask[action] else 0
 
 
 def greedy_chooser(policy: DegreePolicy):
@@ -110,14 +124,15 @@ def greedy_chooser(policy: DegreePolicy):
 
 
 def teacher_chooser(name: str, distribution: str, preset: str = "ddls"):
-    """``choose`` for :func:`play`: a heuristic's degree (``tuned`` resolves per distribution)."""
-    policy = make_policy(_teacher_name(name, distribution, preset))
+    """``choose`` for :func:`play`: a heuristic's degree (``tuned`` resolves per distribution),
+    or ``lookahead``: the hindsight rollout teacher over ``tuned``
+    (:mod:`pacopt.learned.lookahead`; training episodes only)."""
+    if name == "lookahead":
+        teacher = LookaheadTeacher(make_policy(tuned_choice(distribution, preset)))
+        return lambda env, obs, mask: teacher.choose(env.episode, mask)
+    policy = make_policy(tuned_choice(distribution, preset) if name == "tuned" else name)
     policy.reset(0)
     return lambda env, obs, mask: policy.choose(env.episode.decision)
-
-
-def _teacher_name(name: str, distribution: str, preset: str) -> str:
-    return tuned_choice(distribution, preset) if name == "tuned" else name
 
 
 def validate_policy(env: PartitionEnv, policy: DegreePolicy, distributions, seeds) -> float:
@@ -129,28 +144,45 @@ def validate_policy(env: PartitionEnv, policy: DegreePolicy, distributions, seed
 # ----- the warm start ---------------------------------------------------------------------------
 def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator,
                log=print) -> None:
-    """Imitate the teacher on ``warm_episodes`` episodes per distribution (module doc)."""
-    env = PartitionEnv(config.family(), config.reward)
-    data = []
-    for dist in config.distributions:
-        for _ in range(config.warm_episodes):
-            seed = int(rng.integers(*env.family.seed_range))
-            blocking, steps = play(env, teacher_chooser(config.teacher, dist, config.preset), dist, seed)
-            rewards = np.array([s[3] for s in steps])
-            returns = np.zeros_like(rewards)
-            running = 0.0
-            for i in range(len(rewards) - 1, -1, -1):
-                running = rewards[i] + config.gamma * running
-                returns[i] = running
-            data += [(o, a, m, g) for (o, a, m, _), g in zip(steps, returns)]
-            log(f"warm start: teacher on {dist} seed {seed}: blocking {blocking:.3f}")
+    """Imitate the teacher (module doc): ``warm_episodes`` teacher episodes per distribution,
+    then ``dagger_rounds`` rounds in which the policy drives and the teacher labels the states
+    it visits (so the policy learns to recover from its own mistakes); after each round the
+    policy is fitted again to everything collected."""
+    env = config.env()
+    data: list = []
     policy = model.policy
-    keys = data[0][0].keys()
-    obs = {k: np.stack([d[0][k] for d in data]) for k in keys}
-    actions = np.array([d[1] for d in data])
-    masks = np.stack([d[2] for d in data])
-    returns = np.array([d[3] for d in data], dtype=np.float32)
     optimiser = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    for round_ in range(1 + config.dagger_rounds):
+        for dist in config.distributions:
+            teacher = teacher_chooser(config.teacher, dist, config.preset)
+            for _ in range(config.warm_episodes if round_ == 0 else config.dagger_episodes):
+                seed = int(rng.integers(*env.family.seed_range))
+                if round_ == 0:
+                    blocking, steps = play(env, teacher, dist, seed)
+                else:
+                    blocking, steps = play(env, greedy_chooser(policy), dist, seed, label=teacher)
+                data += _with_returns(steps, config.gamma)
+                who = "teacher" if round_ == 0 else f"policy (DAgger round {round_})"
+                log(f"warm start: {who} on {dist} seed {seed}: blocking {blocking:.3f}")
+        _fit(policy, optimiser, data, config, rng, log)
+
+
+def _with_returns(steps: list, gamma: float) -> list:
+    """(observation, action, mask, discounted return) per step."""
+    out, running = [], 0.0
+    for obs, action, mask, reward in reversed(steps):
+        running = reward + gamma * running
+        out.append((obs, action, mask, running))
+    return out[::-1]
+
+
+def _fit(policy: DegreePolicy, optimiser, data: list, config: TrainConfig,
+         rng: np.random.Generator, log) -> None:
+    """Cross-entropy on the recorded degrees (under their masks) plus value regression."""
+    obs = {k: np.stack([d[0][k] for d in data]) for k in data[0][0]}
+    actions = torch.as_tensor(np.array([d[1] for d in data]))
+    masks = torch.as_tensor(np.stack([d[2] for d in data]))
+    returns = torch.as_tensor(np.array([d[3] for d in data], dtype=np.float32))
     policy.set_training_mode(True)
     for epoch in range(config.warm_epochs):
         order = rng.permutation(len(actions))
@@ -158,16 +190,16 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
         for start in range(0, len(order), config.batch_size):
             idx = order[start:start + config.batch_size]
             batch = obs_as_tensor({k: v[idx] for k, v in obs.items()}, policy.device)
-            values, log_prob, _ = policy.evaluate_actions(
-                batch, torch.as_tensor(actions[idx]), torch.as_tensor(masks[idx]))
-            target = torch.as_tensor(returns[idx])
-            loss = -log_prob.mean() + 0.01 * torch.nn.functional.mse_loss(values.flatten(), target)
+            values, log_prob, _ = policy.evaluate_actions(batch, actions[idx], masks[idx])
+            loss = (-log_prob.mean()
+                    + 0.5 * torch.nn.functional.mse_loss(values.flatten(), returns[idx]))
             optimiser.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), 0.5)
             optimiser.step()
             losses.append(loss.item())
-        log(f"warm start: epoch {epoch + 1}/{config.warm_epochs} loss {np.mean(losses):.4f}")
+        log(f"warm start: epoch {epoch + 1}/{config.warm_epochs} on {len(data)} states, "
+            f"loss {np.mean(losses):.4f}")
     policy.set_training_mode(False)
 
 
@@ -210,7 +242,7 @@ class _Monitor(BaseCallback):
 
     def _evaluate(self) -> None:
         if self.validation_env is None:
-            self.validation_env = PartitionEnv(self.config.family(), self.config.reward)
+            self.validation_env = self.config.env()
         score = validate_policy(self.validation_env, self.model.policy, self.config.distributions,
                                 self.config.validation_seeds)
         _append_curve(self.out, {"kind": "validation", "steps": self.num_timesteps,
@@ -287,6 +319,9 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print)
             state["started"] = started
             save_state(model, out, state)
         callback = _Monitor(out, config, state, deadline)
+        if not resume:  # score the starting point: PPO must beat it to replace best.zip
+            callback.init_callback(model)
+            callback._evaluate()
         budget = (config.max_steps - model.num_timesteps if config.max_steps
                   else 10 ** 9)  # the wall-clock budget stops it first
         if budget > 0 and time.time() < deadline:
