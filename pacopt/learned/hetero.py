@@ -22,7 +22,9 @@ MaskablePPO in :class:`HeteroEnv`:
 Training (:func:`train`) samples a training graph and a step budget (the graph's A100 step time
 divided by a log-uniform factor in :data:`LOAD_RANGE`) per episode. It first clones the DP
 optimum's choices on 400 sampled problems (behaviour cloning of the masked policy: a warm start,
-as the cluster agent's imitation), then fine-tunes with MaskablePPO at a small learning rate;
+as the cluster agent's imitation), then fine-tunes with MaskablePPO. Measured on the held-out
+graphs, the cloning does most of the work: PPO runs of 60k-200k steps after it changed the gaps
+only on gnmt_large, the one held-out graph unlike the training ones, better or worse by run;
 :func:`evaluate` reports the cost gap to the DP optimum on graphs never trained on.
 ``python -m pacopt.learned.hetero --help``; the shipped checkpoint's run is described in
 ``examples/hetero/rl_policy.json``.
@@ -301,10 +303,9 @@ def imitate(model, problems: list[HeteroProblem], epochs: int = 30, seed: int = 
 
 
 def train(graphs: list[JobGraph], types: ResourceTypes, timesteps: int, seed: int = 0,
-          imitation_problems: int = 400, learning_rate: float = 3e-5, progress: bool = False):
+          imitation_problems: int = 400, learning_rate: float = 1e-4, progress: bool = False):
     """Train the policy (small MLP) on problems drawn from ``graphs``: behaviour cloning of the
-    DP optimum on ``imitation_problems`` sampled problems, then MaskablePPO for ``timesteps``
-    (a small ``learning_rate``: larger ones undid the imitation faster than PPO improved on it)."""
+    DP optimum on ``imitation_problems`` sampled problems, then MaskablePPO for ``timesteps``."""
     import torch
     from sb3_contrib import MaskablePPO
 
@@ -352,8 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         parser = _Parser(prog="python -m pacopt.learned.hetero",
                          description="Train the heterogeneous RL scheduler and report its gaps.")
         parser.add_argument("--types", default=str(EXAMPLE_TYPES))
-        parser.add_argument("--timesteps", type=int, default=60_000)
-        parser.add_argument("--learning-rate", type=float, default=3e-5)
+        parser.add_argument("--timesteps", type=int, default=200_000)
+        parser.add_argument("--learning-rate", type=float, default=1e-4)
         parser.add_argument("--imitation", type=int, default=400, metavar="N",
                             help="problems whose DP optimum is cloned first (0: pure PPO)")
         parser.add_argument("--seed", type=int, default=0)
