@@ -166,18 +166,24 @@ def test_time_limit_on_200_jobs(workload_200):
 
 
 def test_ctrl_c_returns_the_incumbent():
-    """60 jobs: the first solutions come within seconds, the proof not within a minute."""
+    """60 jobs: the first solutions come within seconds (tens of them on a loaded machine), the
+    proof not within a minute; the search stops within seconds of the Ctrl-C."""
     problem = example_workload(60)
     previous = signal.getsignal(signal.SIGINT)
-    interrupt = threading.Timer(0.5, signal.raise_signal, (signal.SIGINT,))
+    sent = []
+
+    def send() -> None:
+        sent.append(time.perf_counter())
+        signal.raise_signal(signal.SIGINT)
+
+    interrupt = threading.Timer(0.5, send)
 
     def on_progress(seconds, incumbent, bound):
         if incumbent and not interrupt.is_alive() and not interrupt.finished.is_set():
             interrupt.start()  # once an incumbent exists
 
-    started = time.perf_counter()
-    result = solve_cpsat(problem, time_limit=60, progress=on_progress)
-    assert interrupt.finished.is_set() and time.perf_counter() - started < 20
+    result = solve_cpsat(problem, time_limit=120, progress=on_progress)
+    assert sent and time.perf_counter() - sent[0] < 10
     assert result.status == "feasible" and result.chosen and result.interrupted
     assert result.bound_accepted > len(result.chosen)
     assert_feasible(problem, result.chosen)

@@ -276,15 +276,20 @@ def test_ctrl_c_stops_both_lanes_with_the_incumbent():
     seconds, and the result is the incumbent (at least the warm start), marked interrupted."""
     problem = example_workload(60)
     start = first_options(problem)
-    interrupt = threading.Timer(3.0, signal.raise_signal, (signal.SIGINT,))
-    started = time.perf_counter()
+    sent = []
+
+    def send() -> None:
+        sent.append(time.perf_counter())
+        signal.raise_signal(signal.SIGINT)
+
+    interrupt = threading.Timer(3.0, send)
     interrupt.start()
     try:
         result = solve_decomposed(problem, solve_cpsat, time_limit=60, threads=2,
                                   warm_start=start, online=[])
     finally:
         interrupt.cancel()
-    assert time.perf_counter() - started < 15
+    assert sent and time.perf_counter() - sent[0] < 10
     assert result.interrupted and len(result.chosen) >= len(start)
     assert [name for name in (t.name for t in threading.enumerate()) if "lane" in name] == []
     check_choice(problem, result.chosen)
