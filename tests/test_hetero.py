@@ -18,7 +18,6 @@ from pacopt.cluster.hetero import (
     step_budget,
     types_from_dict,
 )
-from pacopt.cluster.hetero.greedy import solve_greedy
 from pacopt.cluster.hetero.model import cut_bytes
 from pacopt.formulations.hetero import solve_cpsat, solve_dp, solve_milp
 from pacopt.solvers.hetero_cli import hetero_main, run_method

@@ -87,15 +87,11 @@ def test_checkpoint_for_other_types_is_refused():
 
 
 @pytest.mark.skipif(not CHECKPOINT.is_file(), reason="no shipped RL checkpoint")
-def test_shipped_checkpoint_plans_a_bundled_graph():
-    from pacopt.cluster.graph_sources import read_graph_file
-    from pacopt.cluster.hetero.types import EXAMPLE_TYPES as types_file
-
+def test_shipped_checkpoint_plans_a_measured_graph():
     graph = _chain([3.5, 12.25, 7.0, 0.5, 20.0, 1.25, 9.0, 4.0],
                    activations=[2e7, 1e7, 1e7, 5e6, 5e6, 1e6, 1e6, 0],
                    params=[1e5, 2e6, 0, 0, 4e7, 0, 1.6e7, 4e6])
-    del read_graph_file
-    problem = build_problem(graph, load_types(types_file), graph.step_ms / 5)
+    problem = build_problem(graph, load_types(EXAMPLE_TYPES), graph.step_ms / 5)
     plan = solve_rl(problem, load_policy())
     assert plan_problems(problem, plan) == [] and plan.cost_per_hour is not None
 

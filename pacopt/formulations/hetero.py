@@ -62,10 +62,10 @@ from dataclasses import dataclass, field
 import highspy
 import numpy as np
 import pyomo.environ as pyo
-from pyomo.core.expr import LinearExpression, MonomialTermExpression
 from ortools.sat.python import cp_model
 from pyomo.contrib.solver.common.factory import SolverFactory
 from pyomo.contrib.solver.common.results import SolutionStatus
+from pyomo.core.expr import LinearExpression, MonomialTermExpression
 
 from pacopt.cluster.hetero.model import (
     HeteroPlan,

@@ -32,7 +32,6 @@ only on gnmt_large, the one held-out graph unlike the training ones, better or w
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
