@@ -30,7 +30,7 @@ T = TypeVar("T")
 #: Exit code of a run ended by Ctrl-C (128 + SIGINT), as shells report it.
 EXIT_INTERRUPTED = 130
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: the handler may interrupt its own thread holding it
 _flag = threading.Event()
 _stops: list[Callable[[], None]] = []
 _depth = 0  # nesting of stoppable() blocks; the outermost one owns the handler and the flag
@@ -69,14 +69,23 @@ def on_stop(stop: Callable[[], None]) -> Iterator[None]:
 
 def _handler(signum, frame) -> None:
     if not _flag.is_set():
-        print("interrupted: stopping with the best solution so far (Ctrl-C again to quit)",
-              file=sys.stderr, flush=True)
+        _say("interrupted: stopping with the best solution so far (Ctrl-C again to quit)")
         request_stop()
     elif _native:
-        print("interrupted twice: quitting without a result", file=sys.stderr, flush=True)
+        _say("interrupted twice: quitting without a result")
         os._exit(EXIT_INTERRUPTED)  # no interpreter unwinding under a live solver thread
     else:
         raise KeyboardInterrupt
+
+
+def _say(line: str) -> None:
+    """A line on stderr from the signal handler: written to the descriptor directly, since the
+    handler may interrupt the main thread inside a write to ``sys.stderr`` (a progress bar),
+    and a re-entrant buffered write would raise."""
+    try:
+        os.write(sys.stderr.fileno(), f"\n{line}\n".encode())
+    except (OSError, ValueError):  # no usable stderr: stopping matters more than saying so
+        pass
 
 
 @contextmanager
