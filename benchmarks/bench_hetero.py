@@ -8,7 +8,7 @@ roofline, and the PipeDream profiles found, scaled by each type's speed factor) 
 step budget is the graph's A100 step time / L (L = 10: the job must run 10x faster than on one
 A100). Columns: the DP, MILP (column generation) and CP-SAT cost per hour and solve time ('*' =
 proven optimal; CP-SAT only up to --cpsat-max-ops ops: its compact model does not scale), whether
-the exact costs agree, the greedy's and the RL scheduler's cost and gap to the optimum, and
+the proven exact costs agree (or all say infeasible), the greedy's and the RL scheduler's cost and gap to the optimum, and
 whether the RL policy trained on the graph (``train``) or never saw it. Every plan is checked by
 the validator; a failure is printed. The last lines summarise the MILP's worst time and the mean
 gaps.
