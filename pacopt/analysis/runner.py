@@ -31,6 +31,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from pacopt.analysis.spec import Cell, Study
+from pacopt.cluster.errors import InputError
 from pacopt.analysis.table import assemble, error_row, solution_row
 
 #: Environment variables a Ray worker needs to see as the driver does (graph and cache folders).
@@ -100,10 +101,11 @@ def run_study(study: Study, out_dir: str | Path, *, workers: int | None = None,
                     on_row(row)
     finally:
         table = assemble(study.cells, rows)
-        write_table(table, out)
-        if plots and not table.empty:
-            from pacopt.analysis.plots import study_plots
-            study_plots(table, out)
+        if not table.empty:
+            write_table(table, out)
+            if plots:
+                from pacopt.analysis.plots import study_plots
+                study_plots(table, out)
     return table
 
 
@@ -177,9 +179,15 @@ def _on_ray(cells: list[Cell], address: str | None, num_cpus: int
     started_here = not ray.is_initialized()
     if started_here:
         env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
-        ray.init(address=address, num_cpus=None if address else num_cpus,
-                 include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": env} if env else None)
+        try:
+            ray.init(address=address, num_cpus=None if address else num_cpus,
+                     include_dashboard=False, log_to_driver=False,
+                     runtime_env={"env_vars": env} if env else None)
+        except (ConnectionError, RuntimeError, ValueError) as err:
+            where = f"the Ray cluster at '{address}'" if address else "a local Ray instance"
+            raise InputError(f"--ray: cannot start or join {where}: "
+                             f"{str(err).splitlines()[0] if str(err) else type(err).__name__}"
+                             ) from None
     try:
         total = int(ray.cluster_resources().get("CPU", 1))
         task = ray.remote(run_cell)
