@@ -32,7 +32,8 @@ required windows. They share the incumbent: a step commits only if its choices s
 the incumbent's other jobs at that moment (the other lane may have changed them) and are better
 than what the incumbent has there now. Whichever lane proves the optimum (incumbent = bound)
 stops the other. With one thread a single lane does it all, a required then an objective step per
-window. The solver calls release the GIL, so the lanes really use both cores.
+window. The solver calls release the GIL, so the lanes really run side by side (two CP-SAT calls
+with a 4 s limit, 100 jobs, on a loaded machine: 6.2 s side by side, 11.1 s one after the other).
 
 Why windows: on a 100-job paper episode (20k options) CP-SAT's own search of the whole model,
 warm-started, went from 76 to 93 accepted jobs in about 9 minutes; the window search reaches 93
