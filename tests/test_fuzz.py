@@ -287,7 +287,8 @@ def fuzz_flags(flags) -> None:
         if "--out" not in flags:
             argv += ["--out", str(folder / "r.json")]
         before = set(folder.iterdir())
-        code, stdout, stderr, seconds = run(solve_main, argv + ["--quiet"])
+        with contextlib.chdir(folder):  # a relative --out lands in the case's own folder
+            code, stdout, stderr, seconds = run(solve_main, argv + ["--quiet"])
         check_no_traceback(code, stdout, stderr)
         assert code != 1
         if code == 2:
