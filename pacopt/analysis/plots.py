@@ -23,6 +23,7 @@ from pacopt.analysis.metrics import (
     utilisation_over_time,
 )
 from pacopt.analysis.table import EXACT_STATUSES
+from pacopt.cluster.errors import InputError
 from pacopt.cluster.jct import JobTable
 from pacopt.cluster.solution import Solution
 
@@ -257,3 +258,44 @@ def study_plots(table: pd.DataFrame, out_dir: str | Path) -> list[Path]:
             save(plot_cluster(solution, min(starts, key=lambda t: abs(t - middle)), shape),
                  f"{grid}-cluster")
     return written
+
+
+def plot_training_curve(curve: pd.DataFrame | str | Path, title: str | None = None,
+                        reference: dict[str, float] | None = None, window: int = 20) -> Figure:
+    """A learned agent's training curve (a checkpoint's ``.curve.csv``, or its frame) against
+    environment steps: the blocking of every finished training episode (stochastic policy, light)
+    with its rolling mean over ``window`` episodes, the deterministic policy's mean blocking on the
+    validation seeds (markers), and a dashed line per ``reference`` entry (label -> blocking, e.g.
+    a baseline's on the same seeds). A missing or malformed file is an :class:`InputError`."""
+    if not isinstance(curve, pd.DataFrame):
+        path = Path(curve)
+        if not path.is_file():
+            raise InputError(f"training curve '{path}' not found")
+        try:
+            curve = pd.read_csv(path)
+        except (ValueError, UnicodeDecodeError) as err:  # pandas' parse errors are ValueErrors
+            raise InputError(f"training curve '{path}' is not a CSV: {err}") from None
+    missing = {"kind", "steps", "blocking_rate"} - set(curve.columns)
+    if missing:
+        raise InputError(f"training curve lacks column(s) {', '.join(sorted(missing))}")
+    fig = Figure(figsize=(7.5, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    train = curve[curve["kind"] == "train"].sort_values("steps", kind="stable")
+    if len(train):
+        ax.plot(train["steps"], train["blocking_rate"], ".", ms=3, color="C0", alpha=0.3,
+                label="training episode (stochastic policy)")
+        smooth = train["blocking_rate"].rolling(window, min_periods=1).mean()
+        ax.plot(train["steps"], smooth, "-", color="C0",
+                label=f"rolling mean of {min(window, len(train))} episodes")
+    valid = curve[curve["kind"] == "validation"].sort_values("steps", kind="stable")
+    if len(valid):
+        ax.plot(valid["steps"], valid["blocking_rate"], "o-", color="C3", ms=6,
+                label="validation (deterministic policy)")
+    for i, (label, blocking) in enumerate((reference or {}).items()):
+        ax.axhline(blocking, ls="--", lw=1.2, color=f"C{(i + 4) % 10}", label=label)
+    ax.set_xlabel("environment steps (one decision per arriving job)")
+    ax.set_ylabel("blocking rate (lower is better)")
+    ax.set_title(title or "Training curve")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    return fig

@@ -1,0 +1,58 @@
+"""plot_training_curve: a checkpoint's training curve, from its CSV or its frame."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from pacopt.analysis import plot_training_curve
+from pacopt.cluster.errors import InputError
+from pacopt.learned.agent import CHECKPOINT_DIR
+
+CURVE = pd.DataFrame({
+    "kind": ["train"] * 6 + ["validation"] * 2,
+    "steps": [100, 200, 300, 400, 500, 600, 300, 600],
+    "seconds": range(8),
+    "blocking_rate": [0.4, 0.3, 0.35, 0.25, 0.2, 0.22, 0.3, 0.21]})
+
+
+def lines(fig):
+    return {line.get_label(): line for line in fig.axes[0].get_lines()}
+
+
+def test_curve_lines_and_reference(tmp_path):
+    path = tmp_path / "run.curve.csv"
+    CURVE.to_csv(path, index=False)
+    fig = plot_training_curve(path, title="run", reference={"tuned": 0.18}, window=2)
+    drawn = lines(fig)
+    episodes = drawn["training episode (stochastic policy)"]
+    assert list(episodes.get_xdata()) == [100, 200, 300, 400, 500, 600]
+    assert list(drawn["rolling mean of 2 episodes"].get_ydata()) == pytest.approx(
+        [0.4, 0.35, 0.325, 0.3, 0.225, 0.21])
+    validation = drawn["validation (deterministic policy)"]
+    assert list(validation.get_xdata()) == [300, 600]
+    assert list(validation.get_ydata()) == [0.3, 0.21]
+    assert list(drawn["tuned"].get_ydata()) == [0.18, 0.18]
+    assert fig.axes[0].get_title() == "run"
+    # the frame itself gives the same figure
+    assert set(lines(plot_training_curve(CURVE, reference={"tuned": 0.18}, window=2))) == set(drawn)
+
+
+def test_shipped_curve_plots():
+    shipped = sorted(CHECKPOINT_DIR.glob("*.curve.csv"))
+    if not shipped:
+        pytest.skip("no shipped training curve")
+    drawn = lines(plot_training_curve(shipped[0]))
+    assert "validation (deterministic policy)" in drawn
+    assert len(drawn["training episode (stochastic policy)"].get_xdata()) > 0
+
+
+def test_bad_curve_is_an_input_error(tmp_path):
+    with pytest.raises(InputError, match="not found"):
+        plot_training_curve(tmp_path / "missing.csv")
+    wrong = tmp_path / "wrong.csv"
+    wrong.write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match="kind, steps"):
+        plot_training_curve(wrong)
+    with pytest.raises(InputError, match="blocking_rate"):
+        plot_training_curve(CURVE.drop(columns="blocking_rate"))
