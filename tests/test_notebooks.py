@@ -90,8 +90,16 @@ def test_paper_table(tmp_path, pipedream_dir, monkeypatch):
     assert images(book) == 2
 
 
+def test_learned_agent(pipedream_dir, monkeypatch):
+    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))
+    book = run_notebook("5_learned_agent.ipynb", NUM_JOBS=60, SEEDS=1, CURVE_JOBS=60,
+                        EXACT_JOBS=12, TIME_LIMIT=5)
+    text = outputs(book)
+    assert "pac-ml accepts" in text and "general-" in text and images(book) == 3
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")))
 def test_every_notebook_is_tested(name):
     tested = {"1_model_tour.ipynb", "2_heuristics_vs_optimum.ipynb", "3_gap_study.ipynb",
-              "4_physical_vs_ddls.ipynb", "paper_table.ipynb"}
+              "4_physical_vs_ddls.ipynb", "5_learned_agent.ipynb", "paper_table.ipynb"}
     assert name in tested, f"{name} has no execution test"
