@@ -29,6 +29,18 @@ def family(num_jobs=120, **kwargs) -> WorkloadFamily:
     return WorkloadFamily.from_instance_data(data, EXAMPLES, **kwargs)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """Tiny networks: one torch thread each, as training runs them (two threads fighting other
+    processes for two cores are many times slower)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def env():
     return PartitionEnv(family())

@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from pacopt.cluster.errors import InputError
 from pacopt.cluster.instance import Instance
@@ -73,6 +74,8 @@ class LearnedPolicy:
             path = default_checkpoint(preset, nearest_paper_distribution(betas)[0] if betas else None)
         self.checkpoint = str(path)
         self.policy = load_checkpoint(str(path.resolve()))
+        # the network is tiny and sees one job at a time: extra torch threads only spin
+        torch.set_num_threads(1)
         self._observers: dict[tuple, Observer] = {}
 
     def reset(self, seed: int | None) -> None:

@@ -28,7 +28,8 @@ def train_command(argv: list[str]) -> int:
     parser.add_argument("--teacher", default="tuned",
                         help="policy imitated by the warm start: tuned (default), lookahead "
                              "(hindsight rollouts over tuned, slower and stronger), any online "
-                             "heuristic, or none")
+                             "heuristic, agent:PATH (a trained agent; {dist} in PATH becomes "
+                             "each distribution: distillation), or none")
     parser.add_argument("--warm-episodes", type=int, default=5,
                         help="teacher episodes per distribution in the warm start (default 5)")
     args = parser.parse_args(argv)

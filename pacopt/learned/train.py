@@ -124,12 +124,21 @@ def greedy_chooser(policy: DegreePolicy):
 
 
 def teacher_chooser(name: str, distribution: str, preset: str = "ddls"):
-    """``choose`` for :func:`play`: a heuristic's degree (``tuned`` resolves per distribution),
-    or ``lookahead``: the hindsight rollout teacher over ``tuned``
-    (:mod:`pacopt.learned.lookahead`; training episodes only)."""
+    """``choose`` for :func:`play`: a heuristic's degree (``tuned`` resolves per distribution);
+    ``lookahead``: the hindsight rollout teacher over ``tuned`` (:mod:`pacopt.learned.lookahead`;
+    training episodes only); ``agent:PATH``, a trained agent's greedy degree, where ``{dist}``
+    in PATH becomes the distribution (distilling per-distribution agents into one); or one of
+    these per distribution, ``A=agent:a.zip,B=tuned,C=...``."""
+    if "=" in name:  # one teacher per distribution: "A=agent:a.zip,B=tuned,..."
+        choice = dict(pair.split("=", 1) for pair in name.split(","))
+        if distribution not in choice:
+            raise InputError(f"teacher '{name}' names no teacher for distribution {distribution}")
+        return teacher_chooser(choice[distribution], distribution, preset)
     if name == "lookahead":
         teacher = LookaheadTeacher(make_policy(tuned_choice(distribution, preset)))
         return lambda env, obs, mask: teacher.choose(env.episode, mask)
+    if name.startswith("agent:"):  # a trained agent per distribution: distillation
+        return greedy_chooser(load_checkpoint(name[len("agent:"):].format(dist=distribution)))
     policy = make_policy(tuned_choice(distribution, preset) if name == "tuned" else name)
     policy.reset(0)
     return lambda env, obs, mask: policy.choose(env.episode.decision)
