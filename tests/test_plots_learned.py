@@ -54,5 +54,7 @@ def test_bad_curve_is_an_input_error(tmp_path):
     wrong.write_text("a,b\n1,2\n")
     with pytest.raises(InputError, match="kind, steps"):
         plot_training_curve(wrong)
+    with pytest.raises(InputError, match="window"):
+        plot_training_curve(CURVE, window=0)
     with pytest.raises(InputError, match="blocking_rate"):
         plot_training_curve(CURVE.drop(columns="blocking_rate"))

@@ -275,6 +275,8 @@ def plot_training_curve(curve: pd.DataFrame | str | Path, title: str | None = No
             curve = pd.read_csv(path)
         except (ValueError, UnicodeDecodeError) as err:  # pandas' parse errors are ValueErrors
             raise InputError(f"training curve '{path}' is not a CSV: {err}") from None
+    if window < 1:
+        raise InputError(f"window must be >= 1 episode, not {window}")
     missing = {"kind", "steps", "blocking_rate"} - set(curve.columns)
     if missing:
         raise InputError(f"training curve lacks column(s) {', '.join(sorted(missing))}")
@@ -284,9 +286,10 @@ def plot_training_curve(curve: pd.DataFrame | str | Path, title: str | None = No
     if len(train):
         ax.plot(train["steps"], train["blocking_rate"], ".", ms=3, color="C0", alpha=0.3,
                 label="training episode (stochastic policy)")
-        smooth = train["blocking_rate"].rolling(window, min_periods=1).mean()
-        ax.plot(train["steps"], smooth, "-", color="C0",
-                label=f"rolling mean of {min(window, len(train))} episodes")
+        span = min(window, len(train))
+        # half a window before the first point: one episode alone is noise, not a trend
+        smooth = train["blocking_rate"].rolling(span, min_periods=max(1, span // 2)).mean()
+        ax.plot(train["steps"], smooth, "-", color="C0", label=f"rolling mean of {span} episodes")
     valid = curve[curve["kind"] == "validation"].sort_values("steps", kind="stable")
     if len(valid):
         ax.plot(valid["steps"], valid["blocking_rate"], "o-", color="C3", ms=6,
@@ -296,6 +299,6 @@ def plot_training_curve(curve: pd.DataFrame | str | Path, title: str | None = No
     ax.set_xlabel("environment steps (one decision per arriving job)")
     ax.set_ylabel("blocking rate (lower is better)")
     ax.set_title(title or "Training curve")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", ncols=2, loc="upper center", bbox_to_anchor=(0.5, -0.17))
     ax.grid(alpha=0.3)
     return fig
