@@ -73,6 +73,7 @@ class LearnedPolicy:
             betas = [job.max_jct_fraction for job in instance.jobs] if instance is not None else []
             path = default_checkpoint(preset, nearest_paper_distribution(betas)[0] if betas else None)
         self.checkpoint = str(path)
+        self.name = f"pac-ml({path.name})"  # the result records which checkpoint played
         self.policy = load_checkpoint(str(path.resolve()))
         # the network is tiny and sees one job at a time: extra torch threads only spin
         torch.set_num_threads(1)
