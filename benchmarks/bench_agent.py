@@ -21,19 +21,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from heldout import add_heldout_arguments, heldout_seeds
 from pacopt.cluster.instance import instance_from_dict
 from pacopt.cluster.paper import HELD_OUT_SEEDS, PAPER_DISTRIBUTIONS, paper_instance
 from pacopt.learned.agent import CHECKPOINT_DIR
 from pacopt.solvers.api import solve
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 PAPER_PACML = dict(zip(PAPER_DISTRIBUTIONS, (0.204, 0.257, 0.117, 0.099)))
 UNSEEN_PIPEDREAM = ("resnet50", "inception_v3", "densenet121", "gnmt_large", "resnext50")
@@ -118,15 +117,11 @@ def unseen(args, general: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--parts", default="heldout,exact,unseen")
-    parser.add_argument("--seeds", type=int, default=3, help="how many held-out seeds")
+    add_heldout_arguments(parser, jobs=False)
     parser.add_argument("--preset", default="ddls", choices=["ddls", "physical"])
     parser.add_argument("--exact-seconds", type=float, default=60.0)
-    parser.add_argument("--pipedream", type=Path, default=SHARED)
     args = parser.parse_args()
-    if not 1 <= args.seeds <= len(HELD_OUT_SEEDS):
-        print(f"--seeds must be in 1..{len(HELD_OUT_SEEDS)}", file=sys.stderr)
-        return 2
-    os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(args.pipedream))
+    heldout_seeds(parser, args)
     general = CHECKPOINT_DIR / f"general-{args.preset}.zip"
     parts = args.parts.split(",")
     if "heldout" in parts:

@@ -13,17 +13,16 @@ made on the tuning seeds (``pacopt/data/tuned.json``), as a user would.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from pacopt.cluster.paper import HELD_OUT_SEEDS, PAPER_DISTRIBUTIONS, paper_instance
+from heldout import add_heldout_arguments, heldout_seeds
+from pacopt.cluster.paper import PAPER_DISTRIBUTIONS, paper_instance
 from pacopt.cluster.policies import make_policy
 from pacopt.cluster.settings import ModelSettings
-from tune_baselines import SHARED, blocking_rates, candidates
+from tune_baselines import blocking_rates, candidates
 
 #: The paper's reported blocking rates (``reference/pacml-paper-digest.md``).
 PAPER = {"paper PAC-ML": (0.204, 0.257, 0.117, 0.099),
@@ -34,16 +33,9 @@ PLAIN = ("para-max", "para-min", "random", "min-feasible", "sequential")
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", default="ddls", choices=["ddls", "physical"])
-    parser.add_argument("--seeds", type=int, default=3, help="how many held-out seeds")
-    parser.add_argument("--jobs", type=int, default=1001, help="jobs per episode")
-    parser.add_argument("--pipedream", type=Path, default=SHARED,
-                        help="folder with the PipeDream <model>.txt profiles")
+    add_heldout_arguments(parser)
     args = parser.parse_args()
-    if not 1 <= args.seeds <= len(HELD_OUT_SEEDS) or args.jobs < 1:
-        print(f"--seeds must be in 1..{len(HELD_OUT_SEEDS)} and --jobs >= 1", file=sys.stderr)
-        return 2
-    os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(args.pipedream))
-    seeds = HELD_OUT_SEEDS[:args.seeds]
+    seeds = heldout_seeds(parser, args)
     names = candidates(ModelSettings().max_partitions_per_op) + ["tuned"]
     rows: dict[str, list[str]] = {}
     with tqdm(total=len(PAPER_DISTRIBUTIONS) * len(seeds) * len(names), unit="episode",

@@ -13,35 +13,26 @@ lp-online's mean seconds per episode. ``pac-ml`` is skipped when its checkpoint 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from pacopt.cluster.errors import InputError
-from pacopt.cluster.paper import HELD_OUT_SEEDS, PAPER_DISTRIBUTIONS, paper_instance
+from heldout import add_heldout_arguments, heldout_seeds
+from pacopt.cluster.paper import PAPER_DISTRIBUTIONS, paper_instance
 from pacopt.solvers.api import solve
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
 METHODS = ("min-feasible", "para-min", "para-max", "random", "tuned", "pac-ml", "lp-online")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=3, help="how many held-out seeds")
-    parser.add_argument("--jobs", type=int, default=1001, help="jobs per episode")
+    add_heldout_arguments(parser)
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
-    parser.add_argument("--pipedream", type=Path, default=SHARED,
-                        help="folder with the PipeDream <model>.txt profiles")
     args = parser.parse_args()
-    if not 1 <= args.seeds <= len(HELD_OUT_SEEDS) or args.jobs < 1:
-        print(f"--seeds must be in 1..{len(HELD_OUT_SEEDS)} and --jobs >= 1", file=sys.stderr)
-        return 2
-    os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(args.pipedream))
-    seeds = HELD_OUT_SEEDS[:args.seeds]
+    seeds = heldout_seeds(parser, args)
     rates: dict[str, dict[str, list[float]]] = {m: {d: [] for d in PAPER_DISTRIBUTIONS}
                                                 for m in args.methods}
     seconds: dict[str, list[float]] = {d: [] for d in PAPER_DISTRIBUTIONS}
