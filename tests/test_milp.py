@@ -13,6 +13,7 @@ import pytest
 from pacopt.cluster.instance import instance_from_dict
 from pacopt.cluster.policies import make_policy
 from pacopt.cluster.simulator import simulate
+from pacopt.formulations.interrupt import stoppable
 from pacopt.formulations.milp import build_model, compile_model, solve_milp
 from pacopt.formulations.offline import build_problem, objective
 from pacopt.formulations.warm import check_choice, warm_start_from
@@ -167,11 +168,14 @@ def test_progress_reports_each_improvement(sixty):
 def test_ctrl_c_returns_the_incumbent(sixty):
     before = signal.getsignal(signal.SIGINT)
     timer = threading.Timer(2.0, signal.raise_signal, (signal.SIGINT,))
-    timer.start()
-    try:
-        result = solve_milp(sixty, time_limit=25, threads=1)
-    finally:
-        timer.cancel()
+    # as solve() does: a Ctrl-C that lands while the model is still being built (a loaded
+    # machine) is a stop request too, not a KeyboardInterrupt through pytest
+    with stoppable():
+        timer.start()
+        try:
+            result = solve_milp(sixty, time_limit=25, threads=1)
+        finally:
+            timer.cancel()
     assert result.seconds < 15  # stopped by the interrupt, not the time limit
     assert result.status == "feasible" and result.chosen and result.interrupted
     assert result.bound_accepted >= len(result.chosen)

@@ -17,6 +17,7 @@ from pacopt.cluster.policies import make_policy
 from pacopt.cluster.simulator import simulate
 from pacopt.cluster.topology import RampCluster
 from pacopt.formulations.bound import solve_relaxation, worker_count_bound
+from pacopt.formulations.interrupt import stoppable
 from pacopt.formulations.offline import build_problem, footprints, objective, to_solution
 from pacopt.solvers.validate import find_problems
 
@@ -132,11 +133,12 @@ def test_ctrl_c_stops_the_relaxation_with_a_valid_bound(pipedream_dir):
     before = signal.getsignal(signal.SIGINT)
     timer = threading.Timer(1.0, signal.raise_signal, (signal.SIGINT,))
     started = time.perf_counter()
-    timer.start()
-    try:
-        relaxation = solve_relaxation(problem, time_limit=60)
-    finally:
-        timer.cancel()
+    with stoppable():  # as solve() does: a Ctrl-C during model building is a stop request too
+        timer.start()
+        try:
+            relaxation = solve_relaxation(problem, time_limit=60)
+        finally:
+            timer.cancel()
     assert relaxation.interrupted and time.perf_counter() - started < 15
     assert relaxation.bound <= worker_count_bound(problem, integral=False)
     assert relaxation.bound >= simulate(instance, make_policy("para-max")).accepted
