@@ -23,3 +23,17 @@ def fresh_timing_cache(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PACOPT_CACHE_DIR", str(tmp_path_factory.mktemp("pacopt-cache")))
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ctrl_c_as_in_a_terminal():
+    """The Ctrl-C tests send real SIGINTs. A test run started in the background of a
+    non-interactive shell inherits SIGINT *ignored*, and then no handler would see them: give
+    the session Python's usual handler, as in a terminal."""
+    import signal
+
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
