@@ -123,10 +123,10 @@ class PartitionEnv(gym.Env):
             instance, info = self.family.draw(self.np_random)
         self.episode = OnlineEpisode(instance, self.model)
         self.observer.reset()
-        self._skip_empty()
+        self._require_a_decision()
         return self._observe(), info
 
-    def _skip_empty(self) -> None:
+    def _require_a_decision(self) -> None:
         """An episode whose every job arrives after the horizon has nothing to decide; such a
         family is a user error."""
         if self.episode.done:
