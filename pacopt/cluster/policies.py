@@ -278,16 +278,21 @@ def nearest_paper_distribution(betas) -> tuple[str, float]:
     return best
 
 
+def instance_distribution(instance: Instance | None) -> str | None:
+    """The paper distribution an instance's betas look like (:func:`nearest_paper_distribution`;
+    an instance keeps its jobs, not its workload spec), or None without jobs."""
+    betas = [job.max_jct_fraction for job in instance.jobs] if instance is not None else []
+    return nearest_paper_distribution(betas)[0] if betas else None
+
+
 class Tuned:
     """The best fixed:K, fixed-or-min:K or heuristic for the instance's beta distribution, chosen
     on the tuning seeds only (pacopt/data/tuned.json); its name records the choice."""
 
     def __init__(self, instance: Instance | None = None) -> None:
         preset = instance.model.preset if instance is not None else "ddls"
-        # the instance keeps its jobs, not its workload spec: recognise the distribution from
-        # the jobs' betas (a paper workload's own distribution; otherwise the closest; else A)
-        betas = [job.max_jct_fraction for job in instance.jobs] if instance is not None else []
-        self.distribution = nearest_paper_distribution(betas)[0] if betas else "A"
+        # a paper workload's own distribution; otherwise the closest; without jobs, A
+        self.distribution = instance_distribution(instance) or "A"
         self.tuned_preset = preset if preset in load_tuned()["presets"] else "ddls"
         self.choice = tuned_choice(self.distribution, self.tuned_preset)
         self.inner = make_policy(self.choice, instance)

@@ -13,14 +13,13 @@ import zipfile
 from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from pacopt.cluster.errors import InputError
 from pacopt.cluster.instance import Instance
-from pacopt.cluster.policies import Decision, nearest_paper_distribution
+from pacopt.cluster.policies import Decision, instance_distribution
 from pacopt.learned.features import Observer
-from pacopt.learned.gnn import degree_distribution, greedy_degree
+from pacopt.learned.gnn import greedy_degree
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 
@@ -70,8 +69,7 @@ class LearnedPolicy:
             path = Path(checkpoint)
         else:
             preset = instance.model.preset if instance is not None else "ddls"
-            betas = [job.max_jct_fraction for job in instance.jobs] if instance is not None else []
-            path = default_checkpoint(preset, nearest_paper_distribution(betas)[0] if betas else None)
+            path = default_checkpoint(preset, instance_distribution(instance))
         self.checkpoint = str(path)
         self.name = f"pac-ml({path.name})"  # the result records which checkpoint played
         self.policy = load_checkpoint(str(path.resolve()))
@@ -103,9 +101,3 @@ class LearnedPolicy:
         if mask.sum() == 1:
             return 0  # nothing but reject is worth choosing: skip the network
         return greedy_degree(self.policy, observer.observe(decision), mask)
-
-    def probabilities(self, decision: Decision) -> np.ndarray:
-        """The agent's probability of each degree (0..max) for ``decision``."""
-        observer = self._observer(decision)
-        dist = degree_distribution(self.policy, observer.observe(decision), observer.mask(decision))
-        return dist.distribution.probs[0].numpy()

@@ -244,14 +244,15 @@ class _Monitor(BaseCallback):
                                      best=self.state.get("best_score"))
         if self.num_timesteps >= self.next_eval:
             self.next_eval += self.config.eval_every
-            self._evaluate()
+            self.evaluate()
         over_steps = self.config.max_steps is not None and self.num_timesteps >= self.config.max_steps
         return not (over_steps or time.time() >= self.deadline)
 
     def _seconds(self) -> float:
         return self.state["seconds"] + time.time() - self.state["started"]
 
-    def _evaluate(self) -> None:
+    def evaluate(self) -> None:
+        """Score the deterministic policy on the validation episodes; keep it if best."""
         if self.validation_env is None:
             self.validation_env = self.config.env()
         score = validate_policy(self.validation_env, self.model.policy, self.config.distributions,
@@ -332,12 +333,12 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print)
         callback = _Monitor(out, config, state, deadline)
         if not resume:  # score the starting point: PPO must beat it to replace best.zip
             callback.init_callback(model)
-            callback._evaluate()
+            callback.evaluate()
         budget = (config.max_steps - model.num_timesteps if config.max_steps
                   else 10 ** 9)  # the wall-clock budget stops it first
         if budget > 0 and time.time() < deadline:
             model.learn(total_timesteps=budget, callback=callback, reset_num_timesteps=False)
-            callback._evaluate()
+            callback.evaluate()
         save_state(model, out, state)
     finally:
         envs.close()
