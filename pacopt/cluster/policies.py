@@ -37,7 +37,7 @@ from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.jct import JctModel, JobTable, LiveOptions
 from pacopt.cluster.placement import Placement
 from pacopt.cluster.paper import PAPER_DISTRIBUTIONS
-from pacopt.cluster.state import ClusterState
+from pacopt.cluster.state import EPS_MS, ClusterState
 from pacopt.cluster.workload import paper as paper_beta
 
 if TYPE_CHECKING:
@@ -97,6 +97,18 @@ class Decision:
     def action_mask(self) -> np.ndarray:
         """Boolean mask over 0..max degree (0, reject, is always allowed)."""
         mask = self.options().placeable.copy()
+        mask[0] = True
+        return mask
+
+    def worthwhile_mask(self) -> np.ndarray:
+        """Degrees worth choosing: reject, and every degree first-fit can place now whose JCT
+        meets the deadline and ends by the horizon (any other degree blocks the job as reject
+        does, or worse: a job cut by the horizon holds its workers until then)."""
+        options = self.options()
+        limit = self.deadline_ms
+        if self.horizon_ms is not None:
+            limit = min(limit, max(self.horizon_ms - self.state.now_ms, 0.0) + EPS_MS)
+        mask = options.placeable & (options.jct_ms <= limit)
         mask[0] = True
         return mask
 

@@ -26,13 +26,10 @@ from pacopt.cluster.jct import JctModel
 from pacopt.cluster.metrics import episode_metrics
 from pacopt.cluster.policies import Decision, Policy
 from pacopt.cluster.solution import JobRecord, Solution
-from pacopt.cluster.state import ClusterState
+from pacopt.cluster.state import EPS_MS, ClusterState
 
 if TYPE_CHECKING:
     from pacopt.cluster.instance import Instance
-
-#: Event tolerance (ms): a job ending within it of an arrival has freed its workers (reference).
-EPS_MS = 1e-7
 
 
 class OnlineEpisode:

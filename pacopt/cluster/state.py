@@ -8,6 +8,9 @@ import numpy as np
 
 from pacopt.cluster.topology import RampCluster
 
+#: Event tolerance (ms): a job ending within it of an arrival has freed its workers (reference).
+EPS_MS = 1e-7
+
 
 @dataclass
 class ClusterState:

@@ -3,7 +3,8 @@
 1. **Warm starts.** Every registered online method (:func:`~pacopt.formulations.warm.
    online_policies`: ``tuned``, ``fixed-or-min:K`` and ``fixed:K`` at every legal K, the
    heuristics; callers may add the learned agent) is played within :data:`ONLINE_SHARE` of the
-   time, the usual winners first; the best of them and the caller's warm start is the first
+   time, the usual winners first, then a hindsight rollout over the best of them
+   (:mod:`pacopt.cluster.rollout`); the best of them and the caller's warm start is the first
    incumbent.
 2. **Relax.** The worker-count relaxation (:mod:`pacopt.formulations.bound`) gives the proven
    bound and a selection of jobs it could accept. It gets a capped share of the time.
@@ -112,8 +113,8 @@ def solve_decomposed(problem: OfflineProblem, backend: Backend, *, time_limit: f
     helpers: list[threading.Thread] = []
     try:
         policies = online_policies(problem.instance) if online is None else online
-        _, start = best_online_start(problem, policies,
-                                        deadline=search.started + ONLINE_SHARE * time_limit)
+        _, start = best_online_start(problem, policies, rollout=True,
+                                     deadline=search.started + ONLINE_SHARE * time_limit)
         search.offer(start)
         search.note()
         if lanes == 2:

@@ -26,8 +26,10 @@ def train_command(argv: list[str]) -> int:
     parser.add_argument("--envs", type=int, default=2, help="parallel environments (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--teacher", default="tuned",
-                        help="policy imitated by the warm start: tuned (default), lookahead "
-                             "(hindsight rollouts over tuned, slower and stronger), any online "
+                        help="policy imitated by the warm start: tuned (default), rollout "
+                             "(rollouts over tuned on sampled futures: about a minute per "
+                             "episode, stronger), lookahead (the same on the episode's real "
+                             "future: hindsight), any online "
                              "heuristic, agent:PATH (a trained agent; {dist} in PATH becomes "
                              "each distribution: distillation), or none")
     parser.add_argument("--warm-episodes", type=int, default=5,

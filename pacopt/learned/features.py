@@ -38,7 +38,6 @@ from gymnasium import spaces
 from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.policies import Decision
 from pacopt.cluster.settings import ModelSettings
-from pacopt.cluster.simulator import EPS_MS
 from pacopt.cluster.topology import RampCluster
 
 MAX_NODES = 256
@@ -200,15 +199,10 @@ class Observer:
             self._graphs[graph.fingerprint] = encode_graph(graph)
         return self._graphs[graph.fingerprint]
 
-    def mask(self, decision: Decision) -> np.ndarray:
-        """Degrees worth choosing: reject, and every degree first-fit can place now whose JCT
-        meets the deadline and ends by the horizon (any other degree blocks the job as reject
-        does, or worse: a job cut by the horizon holds its workers until then)."""
-        options = decision.options()
-        limit = min(decision.deadline_ms, self._remaining_ms(decision) + EPS_MS)
-        mask = options.placeable & (options.jct_ms <= limit)
-        mask[0] = True
-        return mask
+    @staticmethod
+    def mask(decision: Decision) -> np.ndarray:
+        """The agent's action mask: :meth:`Decision.worthwhile_mask`."""
+        return decision.worthwhile_mask()
 
     def observe(self, decision: Decision) -> dict[str, np.ndarray]:
         """The observation of ``decision`` (fresh arrays, owned by the caller)."""

@@ -1,7 +1,8 @@
 """Training the agent: an imitation warm start, then sb3-contrib's MaskablePPO, resumable.
 
 1. **Warm start.** The policy first imitates a teacher (``tuned`` by default; any heuristic; the
-   hindsight ``lookahead`` teacher; trained agents, one per distribution if wanted) on a few
+   ``rollout`` teacher, rollouts over ``tuned`` on sampled futures, or its hindsight form
+   ``lookahead``; trained agents, one per distribution if wanted) on a few
    training episodes, then DAgger rounds label the states the policy itself visits:
    cross-entropy on the teacher's degree under the live mask, and the critic regresses the
    discounted returns. PPO then starts at the teacher's level instead of from a uniform policy.
@@ -39,10 +40,10 @@ from tqdm.auto import tqdm
 from pacopt.cluster.errors import InputError
 from pacopt.cluster.paper import PAPER_DISTRIBUTIONS
 from pacopt.cluster.policies import make_policy, tuned_choice
+from pacopt.cluster.rollout import SAMPLED_FUTURES, SAMPLED_HORIZON, Rollout
 from pacopt.learned.agent import load_checkpoint
 from pacopt.learned.env import PartitionEnv, WorkloadFamily
 from pacopt.learned.gnn import DegreePolicy, greedy_degree
-from pacopt.learned.lookahead import LookaheadTeacher
 
 #: Training-range seeds the best checkpoint is selected on (never the held-out seeds).
 VALIDATION_SEEDS = (9_000, 9_001)
@@ -125,19 +126,28 @@ def greedy_chooser(policy: DegreePolicy):
     return lambda env, obs, mask: greedy_degree(policy, obs, mask)
 
 
-def teacher_chooser(name: str, distribution: str, preset: str = "ddls"):
+def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
+                    family: WorkloadFamily | None = None, seed: int = 0):
     """``choose`` for :func:`play`: a heuristic's degree (``tuned`` resolves per distribution);
-    ``lookahead``: the hindsight rollout teacher over ``tuned`` (:mod:`pacopt.learned.lookahead`;
-    training episodes only); ``agent:PATH``, a trained agent's greedy degree, where ``{dist}``
+    ``lookahead``: the hindsight rollout teacher over ``tuned`` (:mod:`pacopt.cluster.rollout`;
+    training episodes only); ``rollout``: the rollout teacher over ``tuned`` on job streams
+    sampled from ``family`` (training seeds drawn with ``seed``); ``agent:PATH``, a trained agent's greedy degree, where ``{dist}``
     in PATH becomes the distribution (distilling per-distribution agents into one); or one of
     these per distribution, ``A=agent:a.zip,B=tuned,C=...``."""
     if "=" in name:  # one teacher per distribution: "A=agent:a.zip,B=tuned,..."
         choice = dict(pair.split("=", 1) for pair in name.split(","))
         if distribution not in choice:
             raise InputError(f"teacher '{name}' names no teacher for distribution {distribution}")
-        return teacher_chooser(choice[distribution], distribution, preset)
-    if name == "lookahead":
-        teacher = LookaheadTeacher(make_policy(tuned_choice(distribution, preset)))
+        return teacher_chooser(choice[distribution], distribution, preset, family, seed)
+    if name in ("lookahead", "rollout"):
+        futures = None
+        if name == "rollout":
+            if family is None:
+                raise InputError("the rollout teacher needs the workload family to sample from")
+            seeds = np.random.default_rng(seed).integers(*family.seed_range, SAMPLED_FUTURES)
+            futures = [family.instance(distribution, int(s)).jobs for s in seeds]
+        teacher = Rollout(make_policy(tuned_choice(distribution, preset)),
+                          SAMPLED_HORIZON if futures else 40, futures)
         return lambda env, obs, mask: teacher.choose(env.episode, mask)
     if name.startswith("agent:"):  # a trained agent per distribution: distillation
         return greedy_chooser(load_checkpoint(name[len("agent:"):].format(dist=distribution)))
@@ -165,7 +175,8 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
     optimiser = torch.optim.Adam(policy.parameters(), lr=1e-3)
     for round_ in range(1 + config.dagger_rounds):
         for dist in config.distributions:
-            teacher = teacher_chooser(config.teacher, dist, config.preset)
+            teacher = teacher_chooser(config.teacher, dist, config.preset, env.family,
+                                      int(rng.integers(2**31)))
             for _ in range(config.warm_episodes if round_ == 0 else config.dagger_episodes):
                 seed = int(rng.integers(*env.family.seed_range))
                 if round_ == 0:

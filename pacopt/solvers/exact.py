@@ -1,5 +1,7 @@
 """Running the exact methods: build the offline problem, warm-start it from the best online
-method, solve with a backend, and tighten the reported bound with the worker-count relaxation.
+method (every heuristic and baseline, a hindsight rollout over the best of them, the shipped
+learned agent), solve with a backend, and tighten the reported bound with the worker-count
+relaxation.
 
 Methods: ``milp`` (Pyomo + HiGHS), ``cpsat`` (OR-Tools CP-SAT), ``bound`` (no search: the best
 online method as incumbent and the worker-count relaxation as the bound, for instances too large
@@ -13,6 +15,7 @@ import sys
 import threading
 import time
 
+from pacopt.cluster.errors import InputError
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.jct import JctModel
 from pacopt.cluster.metrics import episode_metrics
@@ -32,6 +35,17 @@ DEFAULT_TIME_LIMIT = 120.0
 BOUND_TIME_LIMIT = 10.0  # seconds the bound method gives the relaxation's integer search
 
 
+def _learned_policies(instance: Instance):
+    """The shipped learned agent for ``instance``, if its preset has one: a generator, so torch is
+    imported only when the warm start's time share reaches the agent (it is played last)."""
+    from pacopt.learned.agent import LearnedPolicy
+
+    try:
+        yield LearnedPolicy(instance)
+    except InputError:  # no checkpoint shipped for this preset
+        return
+
+
 def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: float | None,
               threads: int | None, seed: int | None = None, progress: bool = False) -> Solution:
     """Solve the offline problem of ``instance`` with ``method`` (see :data:`EXACT_METHODS`).
@@ -47,7 +61,7 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
         problem = build_problem(instance, model)
         # every online method's episode, cheapest first, within a share of the time
         warm_method, start = best_online_start(
-            problem, online_policies(instance),
+            problem, online_policies(instance), rollout=True, extra=_learned_policies(instance),
             deadline=time.perf_counter() + ONLINE_SHARE * limit)
         trivial = sum(1 for options in problem.by_job if options)
         live(time.perf_counter() - started, len(start), trivial)
