@@ -159,3 +159,24 @@ def test_missing_or_corrupt_checkpoint_is_one_clear_error(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+def test_the_warm_start_plays_its_episodes_in_parallel_as_in_sequence(pipedream_dir):
+    """The warm start's episodes (rollout teacher, then a DAgger round) give the same labels and
+    the same fitted policy whether one process plays them or a pool of two does."""
+    import torch
+
+    from pacopt.learned.train import TrainConfig, warm_start
+
+    runs = []
+    for envs in (1, 2):
+        config = TrainConfig(distributions=("B", "C"), num_jobs=40, envs=envs, teacher="rollout",
+                             warm_episodes=1, dagger_episodes=1, warm_epochs=2)
+        torch.manual_seed(0)
+        model = _fresh_model(config.env())
+        lines: list[str] = []
+        warm_start(model, config, np.random.default_rng(0), log=lines.append)
+        runs.append((lines, [p.detach().clone() for p in model.policy.parameters()]))
+    (serial, serial_weights), (pooled, pooled_weights) = runs
+    assert serial == pooled and sum("DAgger" in line for line in serial) == 2
+    assert all(torch.equal(a, b) for a, b in zip(serial_weights, pooled_weights))

@@ -34,12 +34,16 @@ def train_command(argv: list[str]) -> int:
                              "each distribution: distillation), or none")
     parser.add_argument("--warm-episodes", type=int, default=5,
                         help="teacher episodes per distribution in the warm start (default 5)")
+    parser.add_argument("--dagger-rounds", type=int, default=1,
+                        help="rounds in which the agent drives and the teacher labels the states "
+                             "it visits, 2 episodes per distribution each (default 1)")
     args = parser.parse_args(argv)
     if not args.minutes > 0 or args.minutes == float("inf"):
         raise InputError("--minutes must be a finite number > 0")
-    if (args.envs < 1 or args.seed < 0 or args.warm_episodes < 0
+    if (args.envs < 1 or args.seed < 0 or args.warm_episodes < 0 or args.dagger_rounds < 0
             or (args.steps is not None and args.steps < 1)):
-        raise InputError("--envs and --steps must be >= 1, --seed and --warm-episodes >= 0")
+        raise InputError("--envs and --steps must be >= 1, --seed, --warm-episodes and "
+                         "--dagger-rounds >= 0")
 
     from pacopt.learned.train import TrainConfig, train
 
@@ -47,7 +51,8 @@ def train_command(argv: list[str]) -> int:
     config = TrainConfig(distributions=dists, preset=args.preset, minutes=args.minutes,
                          max_steps=args.steps, envs=args.envs, seed=args.seed,
                          teacher="" if args.teacher == "none" else args.teacher,
-                         init=args.init, warm_episodes=args.warm_episodes)
+                         init=args.init, warm_episodes=args.warm_episodes,
+                         dagger_rounds=args.dagger_rounds)
     best = train(config, Path(args.out), resume=args.resume)
     print(f"best checkpoint: {best}")
     return 0

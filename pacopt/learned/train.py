@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import csv
 import json
+import multiprocessing
 import time
 from collections import deque
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -168,25 +170,48 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
     """Imitate the teacher (module doc): ``warm_episodes`` teacher episodes per distribution,
     then ``dagger_rounds`` rounds in which the policy drives and the teacher labels the states
     it visits (so the policy learns to recover from its own mistakes); after each round the
-    policy is fitted again to everything collected."""
-    env = config.env()
+    policy is fitted again to everything collected. The episodes of a round are played by
+    ``config.envs`` processes side by side (a rollout teacher takes about a minute each)."""
     data: list = []
     policy = model.policy
     optimiser = torch.optim.Adam(policy.parameters(), lr=1e-3)
-    for round_ in range(1 + config.dagger_rounds):
-        for dist in config.distributions:
-            teacher = teacher_chooser(config.teacher, dist, config.preset, env.family,
-                                      int(rng.integers(2**31)))
-            for _ in range(config.warm_episodes if round_ == 0 else config.dagger_episodes):
-                seed = int(rng.integers(*env.family.seed_range))
-                if round_ == 0:
-                    blocking, steps = play(env, teacher, dist, seed)
-                else:
-                    blocking, steps = play(env, greedy_chooser(policy), dist, seed, label=teacher)
-                data += _with_returns(steps, config.gamma)
+    seed_range = config.family().seed_range
+    pool = (ProcessPoolExecutor(config.envs, mp_context=multiprocessing.get_context("spawn"))
+            if config.envs > 1 and config.subprocess else None)
+    try:
+        for round_ in range(1 + config.dagger_rounds):
+            count = config.warm_episodes if round_ == 0 else config.dagger_episodes
+            driver = None if round_ == 0 else {k: v.detach().clone()
+                                               for k, v in policy.state_dict().items()}
+            tasks = [(config, dist, int(rng.integers(*seed_range)), int(rng.integers(2**31)),
+                      driver) for dist in config.distributions for _ in range(count)]
+            results = pool.map(_label_episode, tasks) if pool else map(_label_episode, tasks)
+            for (_, dist, seed, _, _), (blocking, steps) in zip(tasks, results):
+                data += steps
                 who = "teacher" if round_ == 0 else f"policy (DAgger round {round_})"
                 log(f"warm start: {who} on {dist} seed {seed}: blocking {blocking:.3f}")
-        _fit(policy, optimiser, data, config, rng, log)
+            _fit(policy, optimiser, data, config, rng, log)
+    finally:
+        if pool:
+            pool.shutdown(cancel_futures=True)
+
+
+def _label_episode(task) -> tuple[float, list]:
+    """One warm-start episode (a pool task): the teacher drives, or with a ``driver`` (the
+    policy's weights: DAgger) the policy drives and the teacher labels; its blocking rate and
+    labelled steps."""
+    config, dist, seed, teacher_seed, driver = task
+    torch.set_num_threads(config.torch_threads)
+    env = config.env()
+    teacher = teacher_chooser(config.teacher, dist, config.preset, env.family, teacher_seed)
+    if driver is None:
+        blocking, steps = play(env, teacher, dist, seed)
+    else:
+        policy = MaskablePPO(DegreePolicy, env, device="cpu").policy
+        policy.load_state_dict(driver)
+        policy.set_training_mode(False)
+        blocking, steps = play(env, greedy_chooser(policy), dist, seed, label=teacher)
+    return blocking, _with_returns(steps, config.gamma)
 
 
 def _with_returns(steps: list, gamma: float) -> list:
