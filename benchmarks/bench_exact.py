@@ -33,6 +33,7 @@ from pacopt.cluster.pipedream import PAPER_GRAPHS
 from pacopt.formulations.offline import build_problem
 from pacopt.formulations.warm import best_online_start, online_policies
 from pacopt.solvers.api import solve
+from pacopt.solvers.exact import learned_policies
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
 #: The check's instance variants: (name, beta distribution, inter-arrival ms).
@@ -57,9 +58,11 @@ def last_improvement(trace, accepted: int) -> str:
 
 
 def best_online(instance) -> tuple[str, int]:
-    """The best online method on ``instance`` (name, accepted), as the search's warm start."""
+    """The best online method on ``instance`` (name, accepted), as the search's warm start sees
+    them (with the hindsight rollout and the learned agent), without its time limit."""
     problem = build_problem(instance, JctModel(instance.cluster, instance.model))
-    name, choice = best_online_start(problem, online_policies(instance))
+    name, choice = best_online_start(problem, online_policies(instance), rollout=True,
+                                     extra=learned_policies(instance))
     return name or "-", len(choice)
 
 

@@ -103,11 +103,11 @@ def test_exact_methods_add_the_shipped_agent_last(ddls):
     """The exact methods' warm starts include the learned agent where its preset has a shipped
     checkpoint (ddls), and skip it where none is shipped (physical) instead of failing."""
     from pacopt.formulations.warm import best_online_start
-    from pacopt.solvers.exact import _learned_policies
+    from pacopt.solvers.exact import learned_policies
 
-    agents = list(_learned_policies(ddls.instance))
+    agents = list(learned_policies(ddls.instance))
     assert [agent.name.split("(")[0] for agent in agents] == ["pac-ml"]
     name, start = best_online_start(ddls, agents)
     check_choice(ddls, start)
     assert name == agents[0].name and start
-    assert list(_learned_policies(workload("physical", num_jobs=5).instance)) == []
+    assert list(learned_policies(workload("physical", num_jobs=5).instance)) == []

@@ -276,8 +276,9 @@ class _Monitor(BaseCallback):
                 _append_curve(self.out, {"kind": "train", "steps": self.num_timesteps,
                                          "seconds": self._seconds(),
                                          "blocking_rate": info["blocking_rate"]})
+                best = self.state.get("best_score")
                 self.bar.set_postfix(blocking=f"{np.mean(self.recent):.3f}",
-                                     best=self.state.get("best_score"))
+                                     best="-" if best is None else f"{best:.4f}")
         if self.num_timesteps >= self.next_eval:
             self.next_eval += self.config.eval_every
             self.evaluate()
@@ -296,7 +297,7 @@ class _Monitor(BaseCallback):
         _append_curve(self.out, {"kind": "validation", "steps": self.num_timesteps,
                                  "seconds": self._seconds(), "blocking_rate": score})
         if self.state.get("best_score") is None or score < self.state["best_score"]:
-            self.state["best_score"] = round(score, 5)
+            self.state["best_score"] = score  # unrounded: a tie must not replace the first
             self.model.save(self.out / "best.zip")
         self.state["next_eval"] = self.next_eval
         save_state(self.model, self.out, self.state)

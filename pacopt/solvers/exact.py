@@ -35,7 +35,7 @@ DEFAULT_TIME_LIMIT = 120.0
 BOUND_TIME_LIMIT = 10.0  # seconds the bound method gives the relaxation's integer search
 
 
-def _learned_policies(instance: Instance):
+def learned_policies(instance: Instance):
     """The shipped learned agent for ``instance``, if its preset has one: a generator, so torch is
     imported only when the warm start's time share reaches the agent (it is played last)."""
     from pacopt.learned.agent import LearnedPolicy
@@ -61,7 +61,7 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
         problem = build_problem(instance, model)
         # every online method's episode, cheapest first, within a share of the time
         warm_method, start = best_online_start(
-            problem, online_policies(instance), rollout=True, extra=_learned_policies(instance),
+            problem, online_policies(instance), rollout=True, extra=learned_policies(instance),
             deadline=time.perf_counter() + ONLINE_SHARE * limit)
         trivial = sum(1 for options in problem.by_job if options)
         live(time.perf_counter() - started, len(start), trivial)
