@@ -180,3 +180,17 @@ def test_the_warm_start_plays_its_episodes_in_parallel_as_in_sequence(pipedream_
     (serial, serial_weights), (pooled, pooled_weights) = runs
     assert serial == pooled and sum("DAgger" in line for line in serial) == 2
     assert all(torch.equal(a, b) for a, b in zip(serial_weights, pooled_weights))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--minutes", "-1"], "--minutes must be"),
+    (["--dagger-rounds", "-1"], "--dagger-rounds >= 0"),
+    (["--resume"], "no checkpoint to resume"),
+])
+def test_train_command_bad_input_is_one_line_exit_2(tmp_path, capsys, args, message):
+    from pacopt.solvers.cli import pacopt_main
+
+    assert pacopt_main(["train", "--out", str(tmp_path / "run"), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err and "Traceback" not in err
+    assert not (tmp_path / "run" / "latest.zip").exists()
