@@ -307,6 +307,7 @@ def train(graphs: list[JobGraph], types: ResourceTypes, timesteps: int, seed: in
     DP optimum on ``imitation_problems`` sampled problems, then MaskablePPO for ``timesteps``."""
     import torch
     from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.logger import Logger
 
     torch.manual_seed(seed)
     torch.set_num_threads(1)  # a small MLP: more threads only contend on a shared machine
@@ -321,6 +322,7 @@ def train(graphs: list[JobGraph], types: ResourceTypes, timesteps: int, seed: in
         rng = np.random.default_rng(seed)
         imitate(model, [sample(rng) for _ in range(imitation_problems)], seed=seed)
     if timesteps:
+        model.set_logger(Logger(folder=None, output_formats=[]))  # sb3 would make a /tmp dir
         model.learn(total_timesteps=timesteps, callback=_progress_bar(timesteps) if progress else None)
     return model
 

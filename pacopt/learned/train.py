@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from tqdm.auto import tqdm
@@ -374,6 +375,7 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print)
         budget = (config.max_steps - model.num_timesteps if config.max_steps
                   else 10 ** 9)  # the wall-clock budget stops it first
         if budget > 0 and time.time() < deadline:
+            model.set_logger(Logger(folder=None, output_formats=[]))  # sb3 would make a /tmp dir
             model.learn(total_timesteps=budget, callback=callback, reset_num_timesteps=False)
             callback.evaluate()
         save_state(model, out, state)
