@@ -134,9 +134,10 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
     """``choose`` for :func:`play`: a heuristic's degree (``tuned`` resolves per distribution);
     ``lookahead``: the hindsight rollout teacher over ``tuned`` (:mod:`pacopt.cluster.rollout`;
     training episodes only); ``rollout``: the rollout teacher over ``tuned`` on job streams
-    sampled from ``family`` (training seeds drawn with ``seed``); ``agent:PATH``, a trained agent's greedy degree, where ``{dist}``
-    in PATH becomes the distribution (distilling per-distribution agents into one); or one of
-    these per distribution, ``A=agent:a.zip,B=tuned,C=...``."""
+    sampled from ``family`` (training seeds drawn with ``seed``); ``agent:PATH``, a trained
+    agent's greedy degree, where ``{dist}`` in PATH becomes the distribution (distilling
+    per-distribution agents into one); or one of these per distribution,
+    ``A=agent:a.zip,B=tuned,C=...``."""
     if "=" in name:  # one teacher per distribution: "A=agent:a.zip,B=tuned,..."
         choice = dict(pair.split("=", 1) for pair in name.split(","))
         if distribution not in choice:
