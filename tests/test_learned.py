@@ -161,10 +161,13 @@ def test_missing_or_corrupt_checkpoint_is_one_clear_error(tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 
-def test_the_warm_start_plays_its_episodes_in_parallel_as_in_sequence(pipedream_dir):
+def test_the_warm_start_plays_its_episodes_in_parallel_as_in_sequence(pipedream_dir,
+                                                                      monkeypatch):
     """The warm start's episodes (rollout teacher, then a DAgger round) give the same labels and
     the same fitted policy whether one process plays them or a pool of two does."""
     import torch
+
+    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))  # the pool's processes too
 
     from pacopt.learned.train import TrainConfig, warm_start
 

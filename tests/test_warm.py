@@ -1,5 +1,6 @@
 """Warm starts from online solutions, and the choice check."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -101,7 +102,8 @@ def test_every_registered_online_method_is_a_warm_start(ddls):
 
 def test_exact_methods_add_the_shipped_agent_last(ddls):
     """The exact methods' warm starts include the learned agent where its preset has a shipped
-    checkpoint (ddls), and skip it where none is shipped (physical) instead of failing."""
+    checkpoint (ddls), and skip it where none is shipped (physical) or where the checkpoint
+    cannot play the instance (other degrees) instead of failing."""
     from pacopt.formulations.warm import best_online_start
     from pacopt.solvers.exact import learned_policies
 
@@ -111,3 +113,6 @@ def test_exact_methods_add_the_shipped_agent_last(ddls):
     check_choice(ddls, start)
     assert name == agents[0].name and start
     assert list(learned_policies(workload("physical", num_jobs=5).instance)) == []
+    other_degrees = replace(ddls.instance, model=replace(ddls.instance.model,
+                                                         max_partitions_per_op=8))
+    assert list(learned_policies(other_degrees)) == []

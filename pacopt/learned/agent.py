@@ -64,7 +64,9 @@ class LearnedPolicy:
 
     def __init__(self, instance: Instance | None = None, checkpoint: str | Path | None = None):
         """``checkpoint`` defaults to the shipped one for the instance's preset (a
-        per-distribution fine-tune when one is shipped for the instance's beta distribution)."""
+        per-distribution fine-tune when one is shipped for the instance's beta distribution).
+        A checkpoint that cannot play ``instance`` (other degrees) is an :class:`InputError`
+        here, before any episode starts."""
         if checkpoint:
             path = Path(checkpoint)
         else:
@@ -76,14 +78,16 @@ class LearnedPolicy:
         # the network is tiny and sees one job at a time: extra torch threads only spin
         torch.set_num_threads(1)
         self._observers: dict[tuple, Observer] = {}
+        if instance is not None:
+            self._observer_for(instance.cluster, instance.model)
 
     def reset(self, seed: int | None) -> None:
         """A new episode: forget the arrivals seen (the agent itself is deterministic)."""
         for observer in self._observers.values():
             observer.reset()
 
-    def _observer(self, decision: Decision) -> Observer:
-        key = (decision.state.cluster, decision.model.settings)
+    def _observer_for(self, cluster, settings) -> Observer:
+        key = (cluster, settings)
         if key not in self._observers:
             observer = Observer(*key)
             expected = self.policy.observation_space["actions"].shape
@@ -95,7 +99,7 @@ class LearnedPolicy:
         return self._observers[key]
 
     def choose(self, decision: Decision) -> int:
-        observer = self._observer(decision)
+        observer = self._observer_for(decision.state.cluster, decision.model.settings)
         observer.note(decision)
         mask = observer.mask(decision)
         if mask.sum() == 1:
