@@ -38,7 +38,9 @@ SAMPLED_HORIZON = 100
 
 
 class Rollout:
-    """Rollout improvement over ``base`` (see the module doc)."""
+    """Rollout improvement over ``base`` (see the module doc). ``base`` must decide from the
+    decision alone, as every heuristic and fixed rule does (forks share it; the learned agent,
+    which remembers past arrivals, would mix their histories)."""
 
     def __init__(self, base: Policy, horizon: int = SAMPLED_HORIZON,
                  futures: Sequence[Sequence[JobSpec]] | None = None):
