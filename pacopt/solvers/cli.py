@@ -11,6 +11,7 @@ import argparse
 import importlib
 import json
 import os
+import signal
 import sys
 import textwrap
 from pathlib import Path
@@ -27,18 +28,25 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _run(main, argv) -> int:
-    """Turn bad input and Ctrl-C into a one-line message and an exit code, never a traceback."""
+    """Turn bad input and Ctrl-C into a one-line message and an exit code, never a traceback.
+
+    ``argv=None`` is a command's own process: once it ends interrupted, further Ctrl-Cs are
+    ignored, since all that is left is interpreter shutdown, where a KeyboardInterrupt would land
+    in a library's finalizer (torch's then aborts in C++, "terminate called")."""
     try:
-        return main(argv)
+        code = main(argv)
     except InputError as err:
         print(f"error: {_one_line(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        code = EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `pacopt profile cnn | head`: the reader left, nothing is lost
         sys.stderr.close()
         return 0
+    if argv is None and code == EXIT_INTERRUPTED:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return code
 
 
 def _one_line(text: str) -> str:
