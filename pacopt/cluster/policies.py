@@ -100,14 +100,19 @@ class Decision:
         mask[0] = True
         return mask
 
+    @property
+    def remaining_ms(self) -> float:
+        """Time left until the episode's horizon (inf without one)."""
+        if self.horizon_ms is None:
+            return math.inf
+        return max(self.horizon_ms - self.state.now_ms, 0.0)
+
     def worthwhile_mask(self) -> np.ndarray:
         """Degrees worth choosing: reject, and every degree first-fit can place now whose JCT
         meets the deadline and ends by the horizon (any other degree blocks the job as reject
         does, or worse: a job cut by the horizon holds its workers until then)."""
         options = self.options()
-        limit = self.deadline_ms
-        if self.horizon_ms is not None:
-            limit = min(limit, max(self.horizon_ms - self.state.now_ms, 0.0) + EPS_MS)
+        limit = min(self.deadline_ms, self.remaining_ms + EPS_MS)
         mask = options.placeable & (options.jct_ms <= limit)
         mask[0] = True
         return mask

@@ -101,7 +101,7 @@ class LearnedPolicy:
     def choose(self, decision: Decision) -> int:
         observer = self._observer_for(decision.state.cluster, decision.model.settings)
         observer.note(decision)
-        mask = observer.mask(decision)
+        mask = decision.worthwhile_mask()
         if mask.sum() == 1:
             return 0  # nothing but reject is worth choosing: skip the network
         return greedy_degree(self.policy, observer.observe(decision), mask)

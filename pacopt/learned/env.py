@@ -159,4 +159,4 @@ class PartitionEnv(gym.Env):
             mask = np.zeros(self.observer.num_actions, dtype=bool)
             mask[0] = True
             return mask
-        return self.observer.mask(self.episode.decision)
+        return self.episode.decision.worthwhile_mask()

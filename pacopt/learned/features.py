@@ -199,11 +199,6 @@ class Observer:
             self._graphs[graph.fingerprint] = encode_graph(graph)
         return self._graphs[graph.fingerprint]
 
-    @staticmethod
-    def mask(decision: Decision) -> np.ndarray:
-        """The agent's action mask: :meth:`Decision.worthwhile_mask`."""
-        return decision.worthwhile_mask()
-
     def observe(self, decision: Decision) -> dict[str, np.ndarray]:
         """The observation of ``decision`` (fresh arrays, owned by the caller)."""
         self.note(decision)
@@ -213,18 +208,11 @@ class Observer:
                 "actions": self._actions(decision)}
 
     # ----- the parts ---------------------------------------------------------------------------
-    @staticmethod
-    def _remaining_ms(decision: Decision) -> float:
-        """Time left until the episode's horizon (inf without one)."""
-        if decision.horizon_ms is None:
-            return math.inf
-        return max(decision.horizon_ms - decision.state.now_ms, 0.0)
-
     def _globals(self, decision: Decision, g: GraphArrays) -> np.ndarray:
         state, n = decision.state, self.cluster.num_servers
         now, deadline = state.now_ms, decision.deadline_ms
         seq = decision.table.seq_jct_ms
-        remaining = self._remaining_ms(decision)
+        remaining = decision.remaining_ms
         job = [decision.max_jct_fraction, _log(seq, 6), _log(deadline, 6),
                1.0 if math.isinf(remaining) else remaining / decision.horizon_ms,
                min(deadline / remaining, 2.0) / 2 if remaining > 0 else 1.0]
@@ -251,7 +239,7 @@ class Observer:
         deadline = decision.deadline_ms
         out = np.zeros((self.num_actions, ACTION_DIM), dtype=np.float32)
         degrees = np.arange(self.num_actions)
-        out[:, 0] = self.mask(decision)
+        out[:, 0] = decision.worthwhile_mask()
         out[0, 1] = 1.0
         out[:, 2] = degrees / (self.num_actions - 1)
         out[1:, 3] = np.where(table.placed[1:], table.workers[1:], 0) / n
@@ -275,5 +263,5 @@ class Observer:
             out[placed, 8] = jct / table.seq_jct_ms
             out[placed, 9] = np.minimum(workers * jct / (n * deadline), 4.0) / 4
             out[placed, 10] = (state.num_free - workers) / n
-            out[placed, 11] = jct > self._remaining_ms(decision)
+            out[placed, 11] = jct > decision.remaining_ms
         return out

@@ -41,7 +41,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from tqdm.auto import tqdm
 
 from pacopt.cluster.errors import InputError
-from pacopt.cluster.paper import PAPER_DISTRIBUTIONS
+from pacopt.cluster.paper import PAPER_DISTRIBUTIONS, TRAIN_SEED_RANGE
 from pacopt.cluster.policies import make_policy, tuned_choice
 from pacopt.cluster.rollout import SAMPLED_FUTURES, SAMPLED_HORIZON, Rollout
 from pacopt.learned.agent import load_checkpoint
@@ -177,7 +177,6 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
     data: list = []
     policy = model.policy
     optimiser = torch.optim.Adam(policy.parameters(), lr=1e-3)
-    seed_range = config.family().seed_range
     pool = (ProcessPoolExecutor(config.envs, mp_context=multiprocessing.get_context("spawn"))
             if config.envs > 1 and config.subprocess else None)
     try:
@@ -185,7 +184,7 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
             count = config.warm_episodes if round_ == 0 else config.dagger_episodes
             driver = None if round_ == 0 else {k: v.detach().clone()
                                                for k, v in policy.state_dict().items()}
-            tasks = [(config, dist, int(rng.integers(*seed_range)), int(rng.integers(2**31)),
+            tasks = [(config, dist, int(rng.integers(*TRAIN_SEED_RANGE)), int(rng.integers(2**31)),
                       driver) for dist in config.distributions for _ in range(count)]
             results = pool.map(_label_episode, tasks) if pool else map(_label_episode, tasks)
             for (_, dist, seed, _, _), (blocking, steps) in zip(tasks, results):

@@ -36,14 +36,15 @@ BOUND_TIME_LIMIT = 10.0  # seconds the bound method gives the relaxation's integ
 
 
 def learned_policies(instance: Instance):
-    """The shipped learned agent for ``instance``, if its preset has one: a generator, so torch is
+    """The shipped learned agent for ``instance``, if one can play it: a generator, so torch is
     imported only when the warm start's time share reaches the agent (it is played last)."""
     from pacopt.learned.agent import LearnedPolicy
 
     try:
-        yield LearnedPolicy(instance)
-    except InputError:  # no checkpoint shipped for this preset
+        agent = LearnedPolicy(instance)
+    except InputError:  # no checkpoint shipped for this preset, or not for these degrees
         return
+    yield agent
 
 
 def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: float | None,
