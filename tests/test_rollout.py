@@ -13,7 +13,7 @@ from pacopt.cluster.policies import make_policy
 from pacopt.cluster.rollout import Rollout, play_rollout
 from pacopt.cluster.simulator import OnlineEpisode, simulate
 from pacopt.formulations.offline import build_problem
-from pacopt.formulations.warm import best_online_start, check_choice
+from pacopt.formulations.warm import best_warm_start, check_choice
 from pacopt.solvers.validate import find_problems
 
 GRAPHS = Path(__file__).resolve().parents[1] / "examples" / "graphs"
@@ -81,8 +81,8 @@ def test_a_rollout_past_its_deadline_plays_the_base_alone():
 def test_the_exact_warm_start_includes_the_rollout_over_the_best_policy():
     problem = build_problem(contended(6, num_jobs=30))
     policies = [make_policy(name, problem.instance) for name in ("para-max", "fixed-or-min:4")]
-    name, plain = best_online_start(problem, policies)
-    rolled_name, rolled = best_online_start(problem, policies, rollout=True)
+    name, plain = best_warm_start(problem, policies)
+    rolled_name, rolled = best_warm_start(problem, policies, rollout=True)
     check_choice(problem, rolled)
     assert len(rolled) > len(plain)  # 23 against 21 here
     assert rolled_name == f"rollout({name})"

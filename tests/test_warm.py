@@ -81,7 +81,7 @@ def test_every_registered_online_method_is_a_warm_start(ddls):
     """Every policy family of the registry is played (parametric ones at every legal degree),
     the usual winners first, and the best start is at least as good as each one's episode."""
     from pacopt.cluster.policies import POLICIES
-    from pacopt.formulations.warm import ONLINE_ORDER, best_online_start, online_policies
+    from pacopt.formulations.warm import ONLINE_ORDER, best_warm_start, online_policies
 
     policies = online_policies(ddls.instance)
     names = [policy.name for policy in policies]
@@ -92,24 +92,24 @@ def test_every_registered_online_method_is_a_warm_start(ddls):
     order = [family.split(":")[0] for family in ONLINE_ORDER]
     ranks = [order.index(f) if f in order else len(order) for f in first]
     assert ranks == sorted(ranks)
-    name, start = best_online_start(ddls, policies)
+    name, start = best_warm_start(ddls, policies)
     check_choice(ddls, start)
     for policy in online_policies(ddls.instance):
         assert len(start) >= len(warm_start_from(ddls, simulate(ddls.instance, policy, seed=0)))
     assert name in names
-    assert best_online_start(ddls, policies, deadline=0.0) == (None, {})  # no time: none played
+    assert best_warm_start(ddls, policies, deadline=0.0) == (None, {})  # no time: none played
 
 
 def test_exact_methods_add_the_shipped_agent_last(ddls):
     """The exact methods' warm starts include the learned agent where its preset has a shipped
     checkpoint (ddls), and skip it where none is shipped (physical) or where the checkpoint
     cannot play the instance (other degrees) instead of failing."""
-    from pacopt.formulations.warm import best_online_start
+    from pacopt.formulations.warm import best_warm_start
     from pacopt.solvers.exact import learned_policies
 
     agents = list(learned_policies(ddls.instance))
     assert [agent.name.split("(")[0] for agent in agents] == ["pac-ml"]
-    name, start = best_online_start(ddls, agents)
+    name, start = best_warm_start(ddls, agents)
     check_choice(ddls, start)
     assert name == agents[0].name and start
     assert list(learned_policies(workload("physical", num_jobs=5).instance)) == []

@@ -1,9 +1,11 @@
 """How the exact methods search: a portfolio of two lanes sharing one incumbent.
 
-1. **Warm starts.** Every registered online method (:func:`~pacopt.formulations.warm.
-   online_policies`: ``tuned``, ``fixed-or-min:K`` and ``fixed:K`` at every legal K, the
-   heuristics; callers may add the learned agent) is played within :data:`ONLINE_SHARE` of the
-   time, the usual winners first, then a hindsight rollout over the best of them
+1. **Warm starts** (:func:`~pacopt.formulations.warm.best_warm_start`), within
+   :data:`ONLINE_SHARE` of the time: the offline best-fit rules at every legal K and a
+   hindsight rollout over the best of them (:mod:`pacopt.formulations.best_fit`), then every
+   registered online method (:func:`~pacopt.formulations.warm.online_policies`: ``tuned``,
+   ``fixed-or-min:K`` and ``fixed:K`` at every legal K, the heuristics; callers may add the
+   learned agent) and a hindsight rollout over the best of them
    (:mod:`pacopt.cluster.rollout`); the best of them and the caller's warm start is the first
    incumbent.
 2. **Relax.** The worker-count relaxation (:mod:`pacopt.formulations.bound`) gives the proven
@@ -74,7 +76,7 @@ from pacopt.formulations.offline import (
 )
 from pacopt.formulations.realise import place, realise
 from pacopt.formulations.warm import (
-    best_online_start,
+    best_warm_start,
     check_choice,
     greedy_choice,
     online_policies,
@@ -102,7 +104,9 @@ def solve_decomposed(problem: OfflineProblem, backend: Backend, *, time_limit: f
     ``backend``, on at most ``threads`` threads in all (default: every core).
 
     ``warm_start`` (job -> option) must be feasible. ``online``: the online policies whose
-    episodes are warm starts (default :func:`online_policies`; ``[]`` for none). The status is
+    episodes are warm starts, after the offline best-fit rules (default
+    :func:`online_policies`; ``[]``: no warm-start phase, as when the caller played it). The
+    status is
     ``optimal`` when the incumbent meets a proven bound (the relaxation's or a whole-model
     search's), else ``feasible``.
     """
@@ -112,10 +116,11 @@ def solve_decomposed(problem: OfflineProblem, backend: Backend, *, time_limit: f
                      progress)
     helpers: list[threading.Thread] = []
     try:
-        policies = online_policies(problem.instance) if online is None else online
-        _, start = best_online_start(problem, policies, rollout=True,
-                                     deadline=search.started + ONLINE_SHARE * time_limit)
-        search.offer(start)
+        if online is None or online:
+            policies = online_policies(problem.instance) if online is None else online
+            _, start = best_warm_start(problem, policies, best_fit=True, rollout=True,
+                                       deadline=search.started + ONLINE_SHARE * time_limit)
+            search.offer(start)
         search.note()
         if lanes == 2:
             helpers.append(threading.Thread(target=search.guarded, args=(("objective",),),

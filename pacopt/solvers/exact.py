@@ -1,10 +1,10 @@
-"""Running the exact methods: build the offline problem, warm-start it from the best online
-method (every heuristic and baseline, a hindsight rollout over the best of them, the shipped
-learned agent), solve with a backend, and tighten the reported bound with the worker-count
-relaxation.
+"""Running the exact methods: build the offline problem, warm-start it from the best cheap method
+(the offline best-fit rules and a rollout over the best of them, every online heuristic and
+baseline and a hindsight rollout over the best of them, the shipped learned agent), solve with
+a backend, and tighten the reported bound with the worker-count relaxation.
 
 Methods: ``milp`` (Pyomo + HiGHS), ``cpsat`` (OR-Tools CP-SAT), ``bound`` (no search: the best
-online method as incumbent and the worker-count relaxation as the bound, for instances too large
+warm start as incumbent and the worker-count relaxation as the bound, for instances too large
 to search).
 """
 
@@ -24,7 +24,7 @@ from pacopt.formulations.bound import solve_relaxation
 from pacopt.formulations.decomposition import ONLINE_SHARE, solve_decomposed
 from pacopt.formulations.interrupt import stop_requested
 from pacopt.formulations.offline import ExactResult, build_problem, to_solution
-from pacopt.formulations.warm import best_online_start, online_policies
+from pacopt.formulations.warm import best_warm_start, online_policies
 
 EXACT_METHODS = {
     "milp": "exact: offline optimum, Pyomo MILP solved by HiGHS",
@@ -61,9 +61,9 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
     with LiveLine(started, enabled=progress) as live:
         problem = build_problem(instance, model)
         # every online method's episode, cheapest first, within a share of the time
-        warm_method, start = best_online_start(
-            problem, online_policies(instance), rollout=True, extra=learned_policies(instance),
-            deadline=time.perf_counter() + ONLINE_SHARE * limit)
+        warm_method, start = best_warm_start(
+            problem, online_policies(instance), best_fit=True, rollout=True,
+            extra=learned_policies(instance), deadline=time.perf_counter() + ONLINE_SHARE * limit)
         trivial = sum(1 for options in problem.by_job if options)
         live(time.perf_counter() - started, len(start), trivial)
         if stop_requested():
