@@ -176,7 +176,7 @@ def test_the_warm_start_plays_its_episodes_in_parallel_as_in_sequence(pipedream_
         config = TrainConfig(distributions=("B", "C"), num_jobs=40, envs=envs, teacher="rollout",
                              warm_episodes=1, dagger_episodes=1, warm_epochs=2)
         torch.manual_seed(0)
-        model = _fresh_model(config.env())
+        model = _fresh_model(config.env(), policy_kwargs=config.policy_kwargs())
         lines: list[str] = []
         warm_start(model, config, np.random.default_rng(0), log=lines.append)
         runs.append((lines, [p.detach().clone() for p in model.policy.parameters()]))
@@ -188,6 +188,10 @@ def test_the_warm_start_plays_its_episodes_in_parallel_as_in_sequence(pipedream_
 @pytest.mark.parametrize("args, message", [
     (["--minutes", "-1"], "--minutes must be"),
     (["--dagger-rounds", "-1"], "--dagger-rounds >= 0"),
+    (["--warm-epochs", "0"], "--warm-epochs must be >= 1"),
+    (["--dagger-episodes", "0"], "--dagger-episodes and --warm-epochs must be >= 1"),
+    (["--teacher-temperature", "0"], "--teacher-temperature must be a finite number > 0"),
+    (["--regret-weight", "nan"], "--regret-weight a finite number >= 0"),
     (["--resume"], "no checkpoint to resume"),
 ])
 def test_train_command_bad_input_is_one_line_exit_2(tmp_path, capsys, args, message):
@@ -197,3 +201,41 @@ def test_train_command_bad_input_is_one_line_exit_2(tmp_path, capsys, args, mess
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err and "Traceback" not in err
     assert not (tmp_path / "run" / "latest.zip").exists()
+
+
+def test_spill_features_flag_a_footprint_larger_than_on_an_empty_cluster():
+    import torch
+
+    from pacopt.learned.features import ACTION_DIM
+    from pacopt.learned.gnn import spill_features
+
+    actions = torch.zeros(1, 4, ACTION_DIM)
+    actions[0, 1, 3], actions[0, 1, 6] = 4 / 32, 5 / 32  # degree 1 spills onto a fifth server
+    actions[0, 2, 3], actions[0, 2, 6] = 8 / 32, 8 / 32  # compact
+    actions[0, 3, 3] = 16 / 32  # not placeable now (no live workers)
+    assert spill_features(actions)[0].tolist() == [[0, 0], [1, 0.25], [0, 0], [0, 0]]
+
+
+def test_a_rollout_teachers_soft_target_ranks_degrees_by_their_rollout_scores(pipedream_dir,
+                                                                              monkeypatch):
+    """The target's best degree is the rollout's choice (ties go to the base policy), and each
+    scored degree's logit is its score gap to the base policy's over the temperature."""
+    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))
+    from pacopt.learned.train import TIE_PREFERENCE, TrainConfig, teacher_chooser
+
+    env = TrainConfig(distributions=("C",), num_jobs=30).env()
+    teacher = teacher_chooser("rollout", "C", "ddls", env.family, seed=3, temperature=0.5)
+    obs, _ = env.reset(options={"distribution": "C", "seed": 5})
+    choices, done = 0, False
+    while not done:
+        mask = env.action_masks()
+        target = teacher(env, obs, mask)
+        base, scores = teacher.rollout.scores(env.episode, mask)
+        assert int(np.argmax(target)) == teacher.rollout.choose(env.episode, mask)
+        for degree, score in scores.items():
+            tie = TIE_PREFERENCE if degree == base else 0.0
+            assert target[degree] == pytest.approx((score - scores[base] + tie) / 0.5, abs=1e-5)
+        assert np.isneginf(np.delete(target, list(scores))).all()
+        choices += len(scores) > 1
+        obs, _, done, _, _ = env.step(int(np.argmax(target)))
+    assert choices > 10

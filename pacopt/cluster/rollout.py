@@ -77,9 +77,11 @@ class Rollout:
             fork.decide(int(self.base.choose(fork.decision)))
         return sum(r.accepted for r in fork.records[start:start + self.horizon + 1])
 
-    def choose(self, episode: OnlineEpisode, allowed: np.ndarray | None = None) -> int:
-        """The best degree for the episode's waiting job among ``allowed`` (default: the
-        decision's worthwhile degrees)."""
+    def scores(self, episode: OnlineEpisode,
+               allowed: np.ndarray | None = None) -> tuple[int, dict[int, float]]:
+        """The base policy's choice for the episode's waiting job (reject if ``allowed`` forbids
+        it) and, for every allowed degree (default: the worthwhile ones), the mean number of
+        jobs its forks accept; only the one candidate, unscored, when there is no choice."""
         decision = episode.decision
         if allowed is None:
             allowed = decision.worthwhile_mask()
@@ -88,13 +90,19 @@ class Rollout:
             base_choice = 0
         candidates = np.flatnonzero(allowed).tolist()
         if len(candidates) == 1:
-            return candidates[0]
+            return base_choice, {candidates[0]: 0.0}
         futures = [None] if self.futures is None else self.futures
-        scores = {d: np.mean([self._accepted(episode, d, f) for f in futures])
-                  for d in candidates}
-        if scores[base_choice] == max(scores.values()):
+        return base_choice, {d: float(np.mean([self._accepted(episode, d, f) for f in futures]))
+                             for d in candidates}
+
+    def choose(self, episode: OnlineEpisode, allowed: np.ndarray | None = None) -> int:
+        """The best degree for the episode's waiting job among ``allowed`` (default: the
+        decision's worthwhile degrees); ties go to the base policy's choice."""
+        base_choice, scores = self.scores(episode, allowed)
+        best = max(scores.values())
+        if scores.get(base_choice) == best:
             return base_choice
-        return max(candidates, key=lambda d: scores[d])
+        return max(scores, key=scores.get)
 
 
 def play_rollout(instance: Instance, rollout: Rollout, *, model: JctModel | None = None,

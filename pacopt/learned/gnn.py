@@ -8,7 +8,13 @@ Forward pass over a batch of observations (:mod:`pacopt.learned.features`):
 2. **Context.** The graph embedding joined with the job and cluster features, through an MLP.
 3. **Actor.** One shared MLP scores each degree from [context, that degree's features] (the
    live first-fit outcome); the scores are the action logits, masked by MaskablePPO. Sharing the
-   head across degrees is what lets a few minutes of training generalise over 17 actions.
+   head across degrees is what lets a few minutes of training generalise over 17 actions. With
+   ``spill`` (new checkpoints; older ones were built without it) each degree's row also gets
+   whether, and by how much, its live footprint exceeds its footprint on an empty cluster: an
+   unsplit op that first-fit puts on a server outside the job's block. Such a placement can tip
+   first-fit into a lasting misaligned packing (every later job of that degree spills too), one
+   of the costliest mistakes on beta C, and its sign is too faint in the raw worker counts (4 or
+   5 of 32) for a student to pick up from the few states where it matters.
 4. **Critic.** An MLP on the context.
 
 The features extractor returns [logits | context]; the policy's MLP extractor splits the two, and
@@ -76,9 +82,10 @@ class DegreeScorer(BaseFeaturesExtractor):
     """Observation -> [one logit per degree | context] (see the module doc)."""
 
     def __init__(self, observation_space: spaces.Dict, graph_dim: int = 32, context_dim: int = 64,
-                 hidden: int = 64, degree_dim: int = 8):
+                 hidden: int = 64, degree_dim: int = 8, spill: bool = False):
         num_actions, action_dim = observation_space["actions"].shape
         super().__init__(observation_space, features_dim=num_actions + context_dim)
+        self.spill = spill
         self.num_actions = num_actions
         self.encoder = GraphEncoder(observation_space["node_x"].shape[1],
                                     observation_space["edge_x"].shape[1], hidden, graph_dim)
@@ -87,7 +94,7 @@ class DegreeScorer(BaseFeaturesExtractor):
         # a learned vector per degree: "prefer 6 when ..." is then a bias, not a bump to carve
         # out of the scalar d / max with ReLUs
         self.degree_embedding = nn.Embedding(num_actions, degree_dim)
-        self.scorer = _mlp([context_dim + action_dim + degree_dim, hidden, hidden, 1],
+        self.scorer = _mlp([context_dim + action_dim + degree_dim + 2 * spill, hidden, hidden, 1],
                            last_activation=False)
         self._cache: dict[tuple, torch.Tensor] = {}
 
@@ -115,11 +122,22 @@ class DegreeScorer(BaseFeaturesExtractor):
     def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         context = self.context(torch.cat([self.embed_graphs(obs), obs["globals"]], 1))
         actions = obs["actions"]
+        if self.spill:
+            actions = torch.cat([actions, spill_features(actions)], 2)
         batch, num_actions = actions.shape[:2]
         degrees = self.degree_embedding.weight.unsqueeze(0).expand(batch, -1, -1)
         joined = torch.cat([context.unsqueeze(1).expand(-1, num_actions, -1), actions, degrees], 2)
         logits = self.scorer(joined).squeeze(-1)
         return torch.cat([logits, context], 1)
+
+
+def spill_features(actions: torch.Tensor) -> torch.Tensor:
+    """Per degree: [live footprint larger than on an empty cluster (0/1), by how much relative
+    to that], from the action rows' workers now (column 6) and on an empty cluster (column 3),
+    both as shares of the cluster (:mod:`pacopt.learned.features`)."""
+    live, empty = actions[..., 6], actions[..., 3]
+    excess = torch.where(empty > 0, (live - empty) / empty.clamp_min(1e-9), 0.0).clamp_min(0.0)
+    return torch.stack([(excess > 1e-6).float(), excess.clamp_max(1.0)], -1)
 
 
 class _SplitHeads(nn.Module):

@@ -2,18 +2,30 @@
 
 1. **Warm start.** The policy first imitates a teacher (``tuned`` by default; any heuristic; the
    ``rollout`` teacher, rollouts over ``tuned`` on sampled futures, or its hindsight form
-   ``lookahead``; trained agents, one per distribution if wanted) on a few
-   training episodes, then DAgger rounds label the states the policy itself visits:
-   cross-entropy on the teacher's degree under the live mask, and the critic regresses the
-   discounted returns. PPO then starts at the teacher's level instead of from a uniform policy.
-   (Measured: in budgets under an hour on 2 cores PPO did not improve on this start; the curves
-   in ``checkpoints/`` show it, and selection keeps the start when nothing beats it.)
+   ``lookahead``; trained agents, one per distribution if wanted) on a few training episodes,
+   then DAgger rounds label the states the policy itself visits; after each round it is fitted
+   again to everything collected: cross-entropy on the teacher's target under the live mask,
+   and the critic regresses the discounted returns. A heuristic's or an agent's target is its
+   degree. A rollout teacher's is soft, a softmax of each degree's rollout score (jobs accepted
+   by its forks, relative to the base policy's degree) at ``teacher_temperature``: most of its
+   departures from ``tuned`` win by one job in one of eight sampled futures, noise a student
+   cannot learn from a hard label, while a soft one lets similar states average it out. With
+   ``regret_weight`` the loss adds the policy's expected regret under those scores, so that the
+   rare states where one choice costs several jobs weigh as much as they matter: without it,
+   students on beta C occasionally placed a job on a footprint larger than its degree (an
+   unsplit op spilling onto a server outside its block), which tips first-fit into a lasting
+   misaligned packing (one validation episode went from 0.12 to 0.17 blocking). PPO then starts
+   at the teacher's level instead of from a uniform policy. (Measured: in budgets under an
+   hour on 2 cores PPO did not improve on this start; the curves in ``checkpoints/`` show it,
+   and selection keeps the start when nothing beats it.)
 2. **PPO.** MaskablePPO with :class:`~pacopt.learned.gnn.DegreePolicy` on vectorised
    environments (one process per environment by default, so both cores step episodes). Each
-   episode is drawn from the workload family's training seeds.
-3. **Selection.** Every ``eval_every`` steps the deterministic policy plays fixed *validation*
-   episodes (training-range seeds, one per distribution, never the held-out evaluation seeds);
-   the best one so far is kept as ``best.zip``.
+   episode is drawn from the workload family's training seeds; PPO goes on from the best
+   warm-start round.
+3. **Selection.** After each warm-start round and every ``eval_every`` PPO steps the
+   deterministic policy plays fixed *validation* episodes (:data:`VALIDATION_SEEDS`,
+   training-range seeds, for each distribution, never the held-out evaluation seeds); the best
+   one so far is kept as ``best.zip``.
 
 The output folder holds ``latest.zip`` (saved at every evaluation and at the end; ``resume``
 continues from it, step count, curve and best score included), ``best.zip``, ``curve.csv`` (one
@@ -48,8 +60,10 @@ from pacopt.learned.agent import load_checkpoint
 from pacopt.learned.env import PartitionEnv, WorkloadFamily
 from pacopt.learned.gnn import DegreePolicy, greedy_degree
 
+#: The warm start's initial learning rate (decayed to 0 over its epochs).
+WARM_LEARNING_RATE = 1e-3
 #: Training-range seeds the best checkpoint is selected on (never the held-out seeds).
-VALIDATION_SEEDS = (9_000, 9_001)
+VALIDATION_SEEDS = tuple(range(9_000, 9_008))
 
 
 @dataclass
@@ -70,6 +84,9 @@ class TrainConfig:
     warm_epochs: int = 6
     dagger_rounds: int = 1
     dagger_episodes: int = 2  # per distribution and round
+    teacher_temperature: float = 0.25  # jobs: a rollout score gap of this much is odds e : 1
+    regret_weight: float = 0.0  # of the policy's expected regret under a rollout teacher's scores
+    spill: bool = True  # the network's spill features (pacopt.learned.gnn)
     learning_rate: float = 1e-4
     n_steps: int = 512
     batch_size: int = 256
@@ -78,10 +95,14 @@ class TrainConfig:
     gae_lambda: float = 0.95
     clip_range: float = 0.1
     ent_coef: float = 0.001
-    eval_every: int = 20_000
+    eval_every: int = 50_000
     validation_seeds: tuple[int, ...] = VALIDATION_SEEDS
     reward: str = "acceptance"
     torch_threads: int = 1  # small networks: one thread each beats threads fighting for 2 cores
+
+    def policy_kwargs(self) -> dict:
+        """What :class:`~pacopt.learned.gnn.DegreePolicy` is built with."""
+        return {"features_extractor_kwargs": {"spill": self.spill}}
 
     def family(self, **kwargs) -> WorkloadFamily:
         return WorkloadFamily.paper(self.distributions, self.preset, self.num_jobs, **kwargs)
@@ -101,19 +122,28 @@ def _make_env(config: TrainConfig, rank: int):
 
 
 # ----- playing episodes -------------------------------------------------------------------------
-def play(env: PartitionEnv, choose, distribution: str, seed: int,
-         label=None) -> tuple[float, list]:
-    """Play one episode with ``choose(env, obs, mask) -> degree``; returns its blocking rate and
-    the (observation, action, mask, reward) steps. With ``label`` (same signature), the steps
-    record ``label``'s degree for each state while ``choose`` drives (DAgger)."""
+#: Added to the base policy's entry of a rollout target: ties go to it (scores are multiples of
+#: 1 / futures, so this never outweighs a real difference).
+TIE_PREFERENCE = 1e-3
+
+
+def play(env: PartitionEnv, drive, distribution: str, seed: int,
+         teacher=None) -> tuple[float, list]:
+    """Play one episode; returns its blocking rate and the (observation, target, mask, reward)
+    steps. ``drive(env, obs, mask) -> degree`` picks the degrees; ``teacher(env, obs, mask) ->
+    target`` (logits over degrees, ``-inf`` = never; see :func:`teacher_chooser`) labels each
+    state. With ``drive`` None the teacher drives too (its best degree); without a teacher the
+    target is the driven degree."""
     obs, _ = env.reset(options={"distribution": distribution, "seed": seed})
     steps, done, info = [], False, {}
     while not done:
         mask = env.action_masks()
-        action = _allowed(choose(env, obs, mask), mask)
-        recorded = action if label is None else _allowed(label(env, obs, mask), mask)
+        target = None if teacher is None else teacher(env, obs, mask)
+        action = _allowed(drive(env, obs, mask) if drive else np.argmax(target), mask)
+        if target is None:
+            target = one_hot(action, len(mask))
         next_obs, reward, done, _, info = env.step(action)
-        steps.append((obs, recorded, mask, reward))
+        steps.append((obs, target, mask, reward))
         obs = next_obs
     return info["blocking_rate"], steps
 
@@ -124,25 +154,37 @@ def _allowed(action, mask) -> int:
     return action if mask[action] else 0
 
 
+def one_hot(degree: int, size: int) -> np.ndarray:
+    """The target of a teacher that names one degree: logits 0 there, ``-inf`` elsewhere."""
+    target = np.full(size, -np.inf, dtype=np.float32)
+    target[degree] = 0.0
+    return target
+
+
 def greedy_chooser(policy: DegreePolicy):
-    """``choose`` for :func:`play`: the policy's most likely allowed degree."""
+    """``drive`` for :func:`play`: the policy's most likely allowed degree."""
     return lambda env, obs, mask: greedy_degree(policy, obs, mask)
 
 
 def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
-                    family: WorkloadFamily | None = None, seed: int = 0):
-    """``choose`` for :func:`play`: a heuristic's degree (``tuned`` resolves per distribution);
+                    family: WorkloadFamily | None = None, seed: int = 0,
+                    temperature: float = 0.25):
+    """``teacher`` for :func:`play`: a heuristic's degree (``tuned`` resolves per distribution);
     ``lookahead``: the hindsight rollout teacher over ``tuned`` (:mod:`pacopt.cluster.rollout`;
     training episodes only); ``rollout``: the rollout teacher over ``tuned`` on job streams
     sampled from ``family`` (training seeds drawn with ``seed``); ``agent:PATH``, a trained
     agent's greedy degree, where ``{dist}`` in PATH becomes the distribution (distilling
     per-distribution agents into one); or one of these per distribution,
-    ``A=agent:a.zip,B=tuned,C=...``."""
+    ``A=agent:a.zip,B=tuned,C=...``.
+
+    A rollout teacher's target is soft: each scored degree's rollout score minus the base
+    policy's, over ``temperature`` (module doc); the others name one degree (:func:`one_hot`)."""
     if "=" in name:  # one teacher per distribution: "A=agent:a.zip,B=tuned,..."
         choice = dict(pair.split("=", 1) for pair in name.split(","))
         if distribution not in choice:
             raise InputError(f"teacher '{name}' names no teacher for distribution {distribution}")
-        return teacher_chooser(choice[distribution], distribution, preset, family, seed)
+        return teacher_chooser(choice[distribution], distribution, preset, family, seed,
+                               temperature)
     if name in ("lookahead", "rollout"):
         futures = None
         if name == "rollout":
@@ -150,33 +192,52 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
                 raise InputError("the rollout teacher needs the workload family to sample from")
             seeds = np.random.default_rng(seed).integers(*family.seed_range, SAMPLED_FUTURES)
             futures = [family.instance(distribution, int(s)).jobs for s in seeds]
-        teacher = Rollout(make_policy(tuned_choice(distribution, preset)),
-                          SAMPLED_HORIZON if futures else 40, futures)
-        return lambda env, obs, mask: teacher.choose(env.episode, mask)
+        return RolloutTarget(Rollout(make_policy(tuned_choice(distribution, preset)),
+                                     SAMPLED_HORIZON if futures else 40, futures), temperature)
     if name.startswith("agent:"):  # a trained agent per distribution: distillation
-        return greedy_chooser(load_checkpoint(name[len("agent:"):].format(dist=distribution)))
+        policy = load_checkpoint(name[len("agent:"):].format(dist=distribution))
+        return lambda env, obs, mask: one_hot(greedy_degree(policy, obs, mask), len(mask))
     policy = make_policy(tuned_choice(distribution, preset) if name == "tuned" else name)
     policy.reset(0)
-    return lambda env, obs, mask: policy.choose(env.episode.decision)
+    return lambda env, obs, mask: one_hot(_allowed(policy.choose(env.episode.decision), mask),
+                                          len(mask))
+
+
+class RolloutTarget:
+    """A rollout teacher (``teacher`` for :func:`play`): each degree its rollout scores, minus
+    the base policy's degree's, over ``temperature``; ``-inf`` for the degrees it does not
+    score (see :func:`teacher_chooser`)."""
+
+    def __init__(self, rollout: Rollout, temperature: float):
+        self.rollout, self.temperature = rollout, temperature
+
+    def __call__(self, env: PartitionEnv, obs, mask: np.ndarray) -> np.ndarray:
+        base, scores = self.rollout.scores(env.episode, mask)
+        target = np.full(len(mask), -np.inf, dtype=np.float32)
+        for degree, score in scores.items():
+            target[degree] = (score - scores[base]) / self.temperature
+        target[base] = TIE_PREFERENCE / self.temperature
+        return target
 
 
 def validate_policy(env: PartitionEnv, policy: DegreePolicy, distributions, seeds) -> float:
     """Mean blocking rate of the deterministic policy over ``distributions`` x ``seeds``."""
-    choose = greedy_chooser(policy)
-    return float(np.mean([play(env, choose, d, s)[0] for d in distributions for s in seeds]))
+    drive = greedy_chooser(policy)
+    return float(np.mean([play(env, drive, d, s)[0] for d in distributions for s in seeds]))
 
 
 # ----- the warm start ---------------------------------------------------------------------------
 def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator,
-               log=print) -> None:
+               log=print, evaluate=None) -> None:
     """Imitate the teacher (module doc): ``warm_episodes`` teacher episodes per distribution,
     then ``dagger_rounds`` rounds in which the policy drives and the teacher labels the states
     it visits (so the policy learns to recover from its own mistakes); after each round the
-    policy is fitted again to everything collected. The episodes of a round are played by
-    ``config.envs`` processes side by side (a rollout teacher takes about a minute each)."""
+    policy is fitted again, from its initial weights, to everything collected, and
+    ``evaluate()`` (if given) scores it. The episodes of a round are played by ``config.envs``
+    processes side by side (a rollout teacher takes about a minute each)."""
     data: list = []
     policy = model.policy
-    optimiser = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    initial = {k: v.detach().clone() for k, v in policy.state_dict().items()}
     pool = (ProcessPoolExecutor(config.envs, mp_context=multiprocessing.get_context("spawn"))
             if config.envs > 1 and config.subprocess else None)
     try:
@@ -191,7 +252,10 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
                 data += steps
                 who = "teacher" if round_ == 0 else f"policy (DAgger round {round_})"
                 log(f"warm start: {who} on {dist} seed {seed}: blocking {blocking:.3f}")
-            _fit(policy, optimiser, data, config, rng, log)
+            policy.load_state_dict(initial)  # each round fits everything from scratch
+            _fit(policy, data, config, rng, log)
+            if evaluate is not None:
+                evaluate()
     finally:
         if pool:
             pool.shutdown(cancel_futures=True)
@@ -204,51 +268,73 @@ def _label_episode(task) -> tuple[float, list]:
     config, dist, seed, teacher_seed, driver = task
     torch.set_num_threads(config.torch_threads)
     env = config.env()
-    teacher = teacher_chooser(config.teacher, dist, config.preset, env.family, teacher_seed)
-    if driver is None:
-        blocking, steps = play(env, teacher, dist, seed)
-    else:
-        policy = MaskablePPO(DegreePolicy, env, device="cpu").policy
+    teacher = teacher_chooser(config.teacher, dist, config.preset, env.family, teacher_seed,
+                              config.teacher_temperature)
+    drive = None
+    if driver is not None:
+        policy = MaskablePPO(DegreePolicy, env, device="cpu",
+                             policy_kwargs=config.policy_kwargs()).policy
         policy.load_state_dict(driver)
         policy.set_training_mode(False)
-        blocking, steps = play(env, greedy_chooser(policy), dist, seed, label=teacher)
+        drive = greedy_chooser(policy)
+    blocking, steps = play(env, drive, dist, seed, teacher)
     return blocking, _with_returns(steps, config.gamma)
 
 
 def _with_returns(steps: list, gamma: float) -> list:
-    """(observation, action, mask, discounted return) per step."""
+    """(observation, target, mask, discounted return) per step."""
     out, running = [], 0.0
-    for obs, action, mask, reward in reversed(steps):
+    for obs, target, mask, reward in reversed(steps):
         running = reward + gamma * running
-        out.append((obs, action, mask, running))
+        out.append((obs, target, mask, running))
     return out[::-1]
 
 
-def _fit(policy: DegreePolicy, optimiser, data: list, config: TrainConfig,
-         rng: np.random.Generator, log) -> None:
-    """Cross-entropy on the recorded degrees (under their masks) plus value regression."""
+def _fit(policy: DegreePolicy, data: list, config: TrainConfig, rng: np.random.Generator,
+         log) -> None:
+    """Cross-entropy against the teachers' targets (under their masks) plus value regression;
+    Adam with a cosine learning-rate decay over ``warm_epochs`` (the last epochs settle the
+    near-ties of soft targets instead of flipping them)."""
     obs = {k: np.stack([d[0][k] for d in data]) for k in data[0][0]}
-    actions = torch.as_tensor(np.array([d[1] for d in data]))
+    logits = torch.as_tensor(np.stack([d[1] for d in data]))
+    targets = torch.softmax(logits, dim=1)
+    # what each scored degree costs against the teacher's best, in jobs (0 for a one-hot target)
+    scored = torch.isfinite(logits)
+    best = logits.max(1, keepdim=True).values
+    regrets = torch.where(scored, (best - logits) * config.teacher_temperature, 0.0)
     masks = torch.as_tensor(np.stack([d[2] for d in data]))
     returns = torch.as_tensor(np.array([d[3] for d in data], dtype=np.float32))
+    optimiser = torch.optim.Adam(policy.parameters(), lr=WARM_LEARNING_RATE)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, config.warm_epochs)
     policy.set_training_mode(True)
     for epoch in range(config.warm_epochs):
-        order = rng.permutation(len(actions))
+        order = rng.permutation(len(targets))
         losses = []
         for start in range(0, len(order), config.batch_size):
             idx = order[start:start + config.batch_size]
             batch = obs_as_tensor({k: v[idx] for k, v in obs.items()}, policy.device)
-            values, log_prob, _ = policy.evaluate_actions(batch, actions[idx], masks[idx])
-            loss = (-log_prob.mean()
+            log_probs, values = _log_probs_and_values(policy, batch, masks[idx])
+            loss = (-(targets[idx] * log_probs).sum(1).mean()
+                    + config.regret_weight * (log_probs.exp() * regrets[idx]).sum(1).mean()
                     + 0.5 * torch.nn.functional.mse_loss(values.flatten(), returns[idx]))
             optimiser.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), 0.5)
             optimiser.step()
             losses.append(loss.item())
+        schedule.step()
         log(f"warm start: epoch {epoch + 1}/{config.warm_epochs} on {len(data)} states, "
             f"loss {np.mean(losses):.4f}")
     policy.set_training_mode(False)
+
+
+def _log_probs_and_values(policy: DegreePolicy, obs, masks) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every degree's masked log-probability and the state values (one pass of the network,
+    as sb3's ``evaluate_actions`` makes it, but for the whole distribution)."""
+    latent_pi, latent_vf = policy.mlp_extractor(policy.extract_features(obs))
+    distribution = policy._get_action_dist_from_latent(latent_pi)
+    distribution.apply_masking(masks)
+    return distribution.distribution.logits, policy.value_net(latent_vf)
 
 
 # ----- PPO with a wall-clock budget, a curve and checkpoints ------------------------------------
@@ -263,6 +349,7 @@ class _Monitor(BaseCallback):
         self.bar = None
         self.validation_env = None
         self.next_eval = state.get("next_eval", config.eval_every)
+        self.best_weights: dict | None = None  # of the best policy this run has scored
 
     def _on_training_start(self) -> None:
         total = self.config.max_steps or 0
@@ -300,6 +387,8 @@ class _Monitor(BaseCallback):
         if self.state.get("best_score") is None or score < self.state["best_score"]:
             self.state["best_score"] = score  # unrounded: a tie must not replace the first
             self.model.save(self.out / "best.zip")
+            self.best_weights = {k: v.detach().clone()
+                                 for k, v in self.model.policy.state_dict().items()}
         self.state["next_eval"] = self.next_eval
         save_state(self.model, self.out, self.state)
 
@@ -360,18 +449,19 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print)
                 DegreePolicy, envs, learning_rate=config.learning_rate, n_steps=config.n_steps,
                 batch_size=config.batch_size, n_epochs=config.n_epochs, gamma=config.gamma,
                 gae_lambda=config.gae_lambda, clip_range=config.clip_range,
-                ent_coef=config.ent_coef, seed=config.seed, device="cpu", verbose=0)
+                ent_coef=config.ent_coef, seed=config.seed, device="cpu", verbose=0,
+                policy_kwargs=config.policy_kwargs())
+        callback = _Monitor(out, config, state, deadline)
+        callback.init_callback(model)
+        if not resume:  # score the starting point: PPO must beat it to replace best.zip
             if config.init:
                 model.policy.load_state_dict(load_checkpoint(str(Path(config.init).resolve()))
                                              .state_dict())
-            elif config.teacher and config.warm_episodes:
-                warm_start(model, config, rng, log)
-            state["started"] = started
-            save_state(model, out, state)
-        callback = _Monitor(out, config, state, deadline)
-        if not resume:  # score the starting point: PPO must beat it to replace best.zip
-            callback.init_callback(model)
-            callback.evaluate()
+            if config.teacher and config.warm_episodes and not config.init:
+                warm_start(model, config, rng, log, evaluate=callback.evaluate)
+                model.policy.load_state_dict(callback.best_weights)  # PPO goes on from the best
+            else:
+                callback.evaluate()
         budget = (config.max_steps - model.num_timesteps if config.max_steps
                   else 10 ** 9)  # the wall-clock budget stops it first
         if budget > 0 and time.time() < deadline:
