@@ -4,6 +4,7 @@ Everything here runs on the bundled graphs (no download) and takes seconds."""
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -183,6 +184,37 @@ def test_the_warm_start_plays_its_episodes_in_parallel_as_in_sequence(pipedream_
     (serial, serial_weights), (pooled, pooled_weights) = runs
     assert serial == pooled and sum("DAgger" in line for line in serial) == 2
     assert all(torch.equal(a, b) for a, b in zip(serial_weights, pooled_weights))
+
+
+def test_dagger_rounds_that_would_overrun_the_deadline_are_skipped():
+    """The teacher's round always runs; a DAgger round that cannot end in time does not."""
+    import time
+
+    from pacopt.learned.train import TrainConfig, warm_start
+
+    config = TrainConfig(distributions=("C",), num_jobs=30, envs=1, teacher="tuned",
+                         warm_episodes=1, dagger_rounds=1, warm_epochs=1)
+    model = _fresh_model(config.env(), policy_kwargs=config.policy_kwargs())
+    lines: list[str] = []
+    warm_start(model, config, np.random.default_rng(0), log=lines.append, deadline=time.time())
+    assert any("teacher on C" in line for line in lines)
+    assert not any("policy (DAgger" in line for line in lines)
+    assert "warm start: no time left for DAgger round 1" in lines
+
+
+def test_a_run_initialised_from_an_older_checkpoint_takes_its_network_shape(tmp_path):
+    """--init from a checkpoint built without the spill features trains that network (the
+    default would have a wider head and fail to load it)."""
+    from pacopt.learned.train import TrainConfig, train
+
+    config = TrainConfig(distributions=("C",), num_jobs=30, envs=1, max_steps=64, n_steps=64,
+                         batch_size=32, minutes=1, teacher="", validation_seeds=(9000,))
+    old = _fresh_model(config.env(), policy_kwargs={"features_extractor_kwargs": {"spill": False}})
+    old.save(tmp_path / "old.zip")
+    best = train(replace(config, init=str(tmp_path / "old.zip")), tmp_path / "run",
+                 log=lambda _: None)
+    assert not load_checkpoint(str(best.resolve())).features_extractor.spill
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["config"]["spill"] is False
 
 
 @pytest.mark.parametrize("args, message", [

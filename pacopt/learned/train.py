@@ -40,7 +40,7 @@ import multiprocessing
 import time
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -228,21 +228,30 @@ def validate_policy(env: PartitionEnv, policy: DegreePolicy, distributions, seed
 
 # ----- the warm start ---------------------------------------------------------------------------
 def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator,
-               log=print, evaluate=None) -> None:
+               log=print, evaluate=None, deadline: float | None = None) -> None:
     """Imitate the teacher (module doc): ``warm_episodes`` teacher episodes per distribution,
     then ``dagger_rounds`` rounds in which the policy drives and the teacher labels the states
     it visits (so the policy learns to recover from its own mistakes); after each round the
     policy is fitted again, from its initial weights, to everything collected, and
     ``evaluate()`` (if given) scores it. The episodes of a round are played by ``config.envs``
-    processes side by side (a rollout teacher takes about a minute each)."""
+    processes side by side (a rollout teacher takes about a minute each).
+
+    The first round always runs; a DAgger round only when, at the pace of the rounds so far, it
+    would end before ``deadline`` (a ``time.time()`` value)."""
     data: list = []
     policy = model.policy
     initial = {k: v.detach().clone() for k, v in policy.state_dict().items()}
     pool = (ProcessPoolExecutor(config.envs, mp_context=multiprocessing.get_context("spawn"))
             if config.envs > 1 and config.subprocess else None)
+    started, played = time.time(), 0
     try:
         for round_ in range(1 + config.dagger_rounds):
             count = config.warm_episodes if round_ == 0 else config.dagger_episodes
+            pace = (time.time() - started) / max(played, 1)  # seconds per episode, fit included
+            if round_ and deadline is not None and time.time() + pace * count > deadline:
+                log(f"warm start: no time left for DAgger round {round_}")
+                break
+            played += count
             driver = None if round_ == 0 else {k: v.detach().clone()
                                                for k, v in policy.state_dict().items()}
             tasks = [(config, dist, int(rng.integers(*TRAIN_SEED_RANGE)), int(rng.integers(2**31)),
@@ -420,12 +429,15 @@ def save_state(model: MaskablePPO, out: Path, state: dict) -> None:
 def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print) -> Path:
     """Train (or, with ``resume``, continue) an agent into ``out``; returns the best checkpoint.
 
-    ``config.minutes`` bounds this call's wall time (warm start included); ``max_steps`` the
-    total environment steps.
+    ``config.minutes`` bounds this call's wall time (the warm start's first round always runs,
+    its DAgger rounds only when they fit); ``max_steps`` the total environment steps.
     """
     out = Path(out)
     started = time.time()
     deadline = started + 60 * config.minutes
+    if config.init and not resume:  # the network takes the shape of the one it starts from
+        initial = load_checkpoint(str(Path(config.init).resolve()))
+        config = replace(config, spill=initial.features_extractor.spill)
     if resume:
         if not (out / "latest.zip").is_file() or not (out / "run.json").is_file():
             raise InputError(f"--resume: no checkpoint to resume in '{out}' (latest.zip, run.json)")
@@ -458,7 +470,8 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print)
                 model.policy.load_state_dict(load_checkpoint(str(Path(config.init).resolve()))
                                              .state_dict())
             if config.teacher and config.warm_episodes and not config.init:
-                warm_start(model, config, rng, log, evaluate=callback.evaluate)
+                warm_start(model, config, rng, log, evaluate=callback.evaluate,
+                           deadline=deadline)
                 model.policy.load_state_dict(callback.best_weights)  # PPO goes on from the best
             else:
                 callback.evaluate()
