@@ -186,10 +186,11 @@ def test_the_warm_start_plays_its_episodes_in_parallel_as_in_sequence(pipedream_
     assert all(torch.equal(a, b) for a, b in zip(serial_weights, pooled_weights))
 
 
-def test_dagger_rounds_that_would_overrun_the_deadline_are_skipped():
+def test_dagger_rounds_that_would_overrun_the_deadline_are_skipped(pipedream_dir, monkeypatch):
     """The teacher's round always runs; a DAgger round that cannot end in time does not."""
     import time
 
+    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))  # the paper workload's graphs
     from pacopt.learned.train import TrainConfig, warm_start
 
     config = TrainConfig(distributions=("C",), num_jobs=30, envs=1, teacher="tuned",
@@ -202,9 +203,12 @@ def test_dagger_rounds_that_would_overrun_the_deadline_are_skipped():
     assert "warm start: no time left for DAgger round 1" in lines
 
 
-def test_a_run_initialised_from_an_older_checkpoint_takes_its_network_shape(tmp_path):
+def test_a_run_initialised_from_an_older_checkpoint_takes_its_network_shape(tmp_path,
+                                                                           pipedream_dir,
+                                                                           monkeypatch):
     """--init from a checkpoint built without the spill features trains that network (the
     default would have a wider head and fail to load it)."""
+    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))
     from pacopt.learned.train import TrainConfig, train
 
     config = TrainConfig(distributions=("C",), num_jobs=30, envs=1, max_steps=64, n_steps=64,
