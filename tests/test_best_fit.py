@@ -89,7 +89,7 @@ def test_clusters_of_more_than_64_servers():
         rule = BestFit(problem, k)
         chosen = rule.play()
         assert len(chosen) == 4 and validated(problem, chosen) == []
-        assert any(problem.options[k].mask >> 64 for k in rollout_best_fit(rule).values())
+        assert any(problem.options[o].mask >> 64 for o in rollout_best_fit(rule).values())
 
 
 def test_a_rollout_past_its_deadline_plays_the_rule_alone():

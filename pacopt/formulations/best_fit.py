@@ -109,11 +109,18 @@ class BestFit:
             free = self.free(j, occupied)
             degree = forced if forced is not None and j == first else self.rule(j, free)
             if degree:
-                k = self.place(j, degree, free, occupied)
-                chosen[j] = k
-                occupied |= options[k].mask
-                heapq.heappush(running, (options[k].end_ms, k))
+                occupied = self.admit(j, degree, free, occupied, running, chosen)
         return chosen
+
+    def admit(self, job: int, degree: int, free: np.ndarray, occupied: int,
+              running: list[tuple[float, int]], chosen: dict[int, int]) -> int:
+        """Start ``job`` at ``degree`` on its best-fitting free option: record it in ``chosen``
+        and ``running``; returns the occupancy with it."""
+        k = self.place(job, degree, free, occupied)
+        chosen[job] = k
+        option = self.problem.options[k]
+        heapq.heappush(running, (option.end_ms, k))
+        return occupied | option.mask
 
 
 def _release(running: list[tuple[float, int]], occupied: int, now_ms: float, options) -> int:
@@ -147,8 +154,5 @@ def rollout_best_fit(rule: BestFit, horizon: int = ROLLOUT_HORIZON,
             if accepted[degree] < best:
                 degree = next(d for d in candidates if accepted[d] == best)
         if degree:
-            k = rule.place(j, degree, free, occupied)
-            chosen[j] = k
-            occupied |= options[k].mask
-            heapq.heappush(running, (options[k].end_ms, k))
+            occupied = rule.admit(j, degree, free, occupied, running, chosen)
     return chosen

@@ -151,10 +151,13 @@ def best_warm_start(problem: OfflineProblem, policies: Iterable[Policy], *,
     def value(choice: dict[int, int]) -> tuple[int, float]:
         return len(choice), -sum(options[k].worker_ms for k in choice.values())
 
-    def offer(name: str, choice: dict[int, int]) -> None:
+    def offer(name: str, choice: dict[int, int]) -> tuple[int, float]:
+        """Keep ``choice`` if it is the best so far; returns its value."""
         nonlocal best, best_value
-        if value(choice) > best_value:
-            best, best_value = (name, choice), value(choice)
+        scored = value(choice)
+        if scored > best_value:
+            best, best_value = (name, choice), scored
+        return scored
 
     def late() -> bool:
         return deadline is not None and time.perf_counter() >= deadline
@@ -165,8 +168,7 @@ def best_warm_start(problem: OfflineProblem, policies: Iterable[Policy], *,
             if late():
                 break
             rule = BestFit(problem, k)
-            rules.append((value(choice := rule.play()), rule))
-            offer(rule.name, choice)
+            rules.append((offer(rule.name, rule.play()), rule))
         if rules and not late():
             rule = max(rules, key=lambda pair: pair[0])[1]
             offer(f"rollout({rule.name})", rollout_best_fit(rule, deadline=deadline))
@@ -175,9 +177,9 @@ def best_warm_start(problem: OfflineProblem, policies: Iterable[Policy], *,
         if late():
             break
         solution = simulate(problem.instance, policy, seed=0, model=problem.model)
-        offer(policy.name, choice := warm_start_from(problem, solution))
-        if value(choice) > base_value:
-            base, base_value = policy, value(choice)
+        scored = offer(policy.name, warm_start_from(problem, solution))
+        if scored > base_value:
+            base, base_value = policy, scored
     if rollout and base is not None and not late():
         improved = Rollout(base, ROLLOUT_HORIZON)
         offer(improved.name, warm_start_from(problem, play_rollout(

@@ -226,6 +226,11 @@ def validate_policy(env: PartitionEnv, policy: DegreePolicy, distributions, seed
     return float(np.mean([play(env, drive, d, s)[0] for d in distributions for s in seeds]))
 
 
+def weights(policy: DegreePolicy) -> dict[str, torch.Tensor]:
+    """A copy of the policy's weights (a ``state_dict`` that later training leaves alone)."""
+    return {k: v.detach().clone() for k, v in policy.state_dict().items()}
+
+
 # ----- the warm start ---------------------------------------------------------------------------
 def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator,
                log=print, evaluate=None, deadline: float | None = None) -> None:
@@ -240,7 +245,7 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
     would end before ``deadline`` (a ``time.time()`` value)."""
     data: list = []
     policy = model.policy
-    initial = {k: v.detach().clone() for k, v in policy.state_dict().items()}
+    initial = weights(policy)
     pool = (ProcessPoolExecutor(config.envs, mp_context=multiprocessing.get_context("spawn"))
             if config.envs > 1 and config.subprocess else None)
     started, played = time.time(), 0
@@ -252,8 +257,7 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
                 log(f"warm start: no time left for DAgger round {round_}")
                 break
             played += count
-            driver = None if round_ == 0 else {k: v.detach().clone()
-                                               for k, v in policy.state_dict().items()}
+            driver = None if round_ == 0 else weights(policy)
             tasks = [(config, dist, int(rng.integers(*TRAIN_SEED_RANGE)), int(rng.integers(2**31)),
                       driver) for dist in config.distributions for _ in range(count)]
             results = pool.map(_label_episode, tasks) if pool else map(_label_episode, tasks)
@@ -396,8 +400,7 @@ class _Monitor(BaseCallback):
         if self.state.get("best_score") is None or score < self.state["best_score"]:
             self.state["best_score"] = score  # unrounded: a tie must not replace the first
             self.model.save(self.out / "best.zip")
-            self.best_weights = {k: v.detach().clone()
-                                 for k, v in self.model.policy.state_dict().items()}
+            self.best_weights = weights(self.model.policy)
         self.state["next_eval"] = self.next_eval
         save_state(self.model, self.out, self.state)
 
