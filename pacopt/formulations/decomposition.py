@@ -87,6 +87,7 @@ from pacopt.formulations.realise import place, realise
 from pacopt.formulations.warm import (
     best_warm_start,
     check_choice,
+    choice_value,
     greedy_choice,
     online_policies,
 )
@@ -208,7 +209,7 @@ class _Search:
         rows_of = self.problem.option_rows
         with self.lock:
             here = {j: k for j, k in self.incumbent.items() if j in window}
-            if self._value(chosen) <= self._value(here):
+            if choice_value(self.problem, chosen) <= choice_value(self.problem, here):
                 return False
             taken: set[int] = set()
             for j, k in self.incumbent.items():
@@ -357,10 +358,6 @@ class _Search:
             self.settled.add(key)
         chosen = {j: original[i] for j, i in answer.chosen.items() if j in window}
         return self.commit(window, chosen)
-
-    def _value(self, chosen: dict[int, int]) -> tuple[int, float]:
-        """What the search maximises: accepted jobs, then less worker-time."""
-        return len(chosen), -sum(self.problem.options[k].worker_ms for k in chosen.values())
 
     def _forward(self, seconds: float, accepted: int | None, bound: int | None) -> None:
         """Progress of a whole-model step, with the shared incumbent and bound folded in."""

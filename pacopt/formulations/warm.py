@@ -127,6 +127,12 @@ def online_policies(instance: Instance) -> list[Policy]:
     return out
 
 
+def choice_value(problem: OfflineProblem, choice: dict[int, int]) -> tuple[int, float]:
+    """What the exact methods maximise, comparable as a tuple: accepted jobs, then less
+    worker-time."""
+    return len(choice), -sum(problem.options[k].worker_ms for k in choice.values())
+
+
 def best_warm_start(problem: OfflineProblem, policies: Iterable[Policy], *,
                     deadline: float | None = None, best_fit: bool = False, rollout: bool = False,
                     extra: Iterable[Policy] = ()) -> tuple[str | None, dict[int, int]]:
@@ -144,17 +150,13 @@ def best_warm_start(problem: OfflineProblem, policies: Iterable[Policy], *,
     - ``extra`` policies, never a rollout's base (the learned agent: a rollout over it would
       cost minutes).
     """
-    options = problem.options
     best: tuple[str | None, dict[int, int]] = (None, {})
     best_value = (-1, 0.0)
-
-    def value(choice: dict[int, int]) -> tuple[int, float]:
-        return len(choice), -sum(options[k].worker_ms for k in choice.values())
 
     def offer(name: str, choice: dict[int, int]) -> tuple[int, float]:
         """Keep ``choice`` if it is the best so far; returns its value."""
         nonlocal best, best_value
-        scored = value(choice)
+        scored = choice_value(problem, choice)
         if scored > best_value:
             best, best_value = (name, choice), scored
         return scored
