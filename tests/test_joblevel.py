@@ -183,12 +183,17 @@ def test_memory_forces_a_split(backend):
 
 @pytest.mark.parametrize("backend", ["milp", "cpsat"])
 def test_time_limit_is_honoured(backend):
+    """The limit reaches the solver: a limit far below what the proof takes stops it unproven,
+    within model building and a little overshoot (generous: loaded CI machines)."""
     settings = ModelSettings(preset="physical")
     optimise_job(CHAIN3, RAMP, settings, budget=2, backend=backend)  # imports out of the timing
-    plan = optimise_job(CNN, RAMP, settings, deadline_ms=0.1 * CNN.seq_jct_ms(50),
-                        backend=backend, time_limit=0.2)
-    assert plan.seconds < 0.2 + 0.3  # a solver overshoots its limit a little
-    assert plan.status in ("optimal", "feasible", "unknown")
+    deadline = 0.1 * CNN.seq_jct_ms(50)
+    assert optimise_job(CNN, RAMP, settings, deadline_ms=deadline,
+                        backend=backend).status == "optimal"  # about 0.1-0.3 s unlimited
+    plan = optimise_job(CNN, RAMP, settings, deadline_ms=deadline, backend=backend,
+                        time_limit=0.001)
+    assert plan.status in ("feasible", "unknown")
+    assert plan.seconds < 0.001 + 2.0
 
 
 def test_arguments_are_checked():

@@ -19,6 +19,14 @@ of the packable block-size vectors (counts n_s of blocks of size s, enumerated e
 ``n16 + n9 <= 2``, ``4 n16 + 3 n9 + 2 n8 + 2 n6 + n4 + n3 <= 8`` and the worker count, and adding
 the first two rows at every instant left the dual bound at 198 (and at 99 for 100 jobs) after
 30 s. What binds is that a job keeps its block for its whole run.
+
+Nor does keeping a coarse *where* for the whole run: splitting the servers into cells (the two
+server layers of 16; or 8 cells of 4, by group and layer, or by rack and layer), each job held
+per-cell worker counts for its whole run and each cell its capacity at every maximal instant.
+The LP bound stayed where the worker count leaves it (200 jobs: 199.83 for the count and the
+layers, 199.74 by group and layer, the rack cells' LP unfinished after 60 s; 1001 jobs: 977.49
+for the count and the layers), and within 60 s HiGHS's integer bound got no lower than the
+count's (198 against 199 for the layers and the group cells).
 """
 
 from __future__ import annotations
@@ -31,8 +39,8 @@ import highspy
 import numpy as np
 from scipy.sparse import csc_array
 
-from pacopt.formulations.offline import OfflineProblem, maximal_cliques
 from pacopt.formulations.interrupt import run_stoppable
+from pacopt.formulations.offline import OfflineProblem, maximal_cliques
 from pacopt.formulations.quiet import c_stdout_silenced
 
 
@@ -127,5 +135,5 @@ def solve_relaxation(problem: OfflineProblem, time_limit: float | None = 10.0,
     if integral and info.primal_solution_status == 2:  # 2: a feasible integer solution exists
         values = solver.getSolution().col_value
         selection = {keys[c][0]: keys[c][1] for c in range(len(keys)) if values[c] > 0.5}
-    return Relaxation(bound=int(math.floor(value + 1e-6)), selection=selection,
+    return Relaxation(bound=math.floor(value + 1e-6), selection=selection,
                       interrupted=interrupted)

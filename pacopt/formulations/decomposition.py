@@ -40,10 +40,30 @@ with a 4 s limit, 100 jobs, on a loaded machine: 6.2 s side by side, 11.1 s one 
 
 Why windows: on a 100-job paper episode (20k options) CP-SAT's own search of the whole model,
 warm-started, went from 76 to 93 accepted jobs in about 9 minutes; the window search reaches 93
-in one to two minutes, and most of its steps are proven optimal within a second. Searching a
-1001-job episode as 200-job segments in turn (each with its share of the time, then the whole)
-did not help: 883 accepted in 600 s, against 888 for plain passes. Why required sets: a 20-job
-window that the objective move leaves at 19 of 20 after 20 s is placed whole in 0.7 s.
+in one to two minutes, and most of its steps are proven optimal within a second. Why required
+sets: a 20-job window that the objective move leaves at 19 of 20 after 20 s is placed whole in
+0.7 s.
+
+Measured and left out, *space-time windows*: the jobs of a longer run of arrivals (40-100)
+whose footprint lies inside one region (a layer of 16 servers, or a block of 8), plus the
+rejected ones there, re-decided around everything else, so that a region can be reorganised over
+a longer time than a window spans. On the 889-job incumbent below: +1 in 150 s (halves, 40 or
+100 arrivals), +0 in 120 s (blocks of 8, 60 arrivals); most steps were proven optimal with no
+gain.
+
+Measured and left out, *segments first*. On the 1001-job paper episode (beta A, seed 0, 2
+threads) this search stalls at 888-890 accepted jobs in 600 s, while the same search on each of
+its five 200-job segments alone (as if no other job existed), 60 s each, accepts 188, 180,
+178-179, 179-180 and 178: 904-906 in all. 300 s on one segment alone gave no more than 60 s
+(178 against 179), so the whole search is stuck in a worse local optimum, not short of time.
+But the segments do not join: each assumes an empty cluster where it begins, and dropping the
+jobs that clash with the previous segment's running ones leaves 860. From there the whole search
+won back most of them, ending at 893 and 891 (scratch runs: segments 300 s, then the whole 300
+s), and 890 built into this search (warm starts, segments with half the time left, restart from
+the join, keeping the better incumbent): within the plain search's run-to-run spread, so not
+worth the machinery. Searching the segments in turn *with* the previous segment's running jobs
+fixed (nothing to drop) ended lower: 887 this round (880 after the segments), 883 in an earlier
+one.
 
 Measured and left out, an *insertion* move. For each job the incumbent rejects, the required
 move runs on that job plus the incumbent's jobs arriving from one longest JCT (about 20 s) before
