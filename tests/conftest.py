@@ -17,6 +17,15 @@ def pipedream_dir() -> Path:
     return path
 
 
+@pytest.fixture
+def pipedream_env(pipedream_dir, monkeypatch) -> Path:
+    """:func:`pipedream_dir`, also set as ``PACOPT_PIPEDREAM_DIR`` (for this test's process and
+    the ones it starts), for code that finds the graphs by name: the paper workload, the CLIs,
+    notebooks."""
+    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))
+    return pipedream_dir
+
+
 @pytest.fixture(scope="session", autouse=True)
 def fresh_timing_cache(tmp_path_factory):
     """Tests never read or write the user's timing cache: every run starts from an empty one."""

@@ -108,17 +108,16 @@ def test_relative_paths_resolve_against_the_instance_folder(full_instance, tmp_p
     expect_error(data, "graphs.alexnet", "alexnet.txt", base_dir=elsewhere)
 
 
-def test_bare_pipedream_name_is_looked_up(pipedream_dir, tmp_path, monkeypatch):
+def test_bare_pipedream_name_is_looked_up(pipedream_env, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     data = {**GOOD, "graphs": {"tiny": TINY, "alexnet": {"pipedream": "alexnet"}}}
-    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))
     alexnet = instance_from_dict(data).graphs["alexnet"]
     assert alexnet.seq_jct_ms(50) == pytest.approx(ALEXNET_SEQ_JCT)
     monkeypatch.delenv("PACOPT_PIPEDREAM_DIR")
     cache = tmp_path / ".cache" / "pacopt" / "pipedream"
     cache.mkdir(parents=True)
     expect_error(data, "graphs.alexnet", "not found", "pacopt download-pipedream")
-    shutil.copy(pipedream_dir / "alexnet.txt", cache / "alexnet.txt")
+    shutil.copy(pipedream_env / "alexnet.txt", cache / "alexnet.txt")
     assert instance_from_dict(data).graphs["alexnet"].num_ops == 23
 
 

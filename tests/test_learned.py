@@ -162,13 +162,10 @@ def test_missing_or_corrupt_checkpoint_is_one_clear_error(tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 
-def test_the_warm_start_plays_its_episodes_in_parallel_as_in_sequence(pipedream_dir,
-                                                                      monkeypatch):
+def test_the_warm_start_plays_its_episodes_in_parallel_as_in_sequence(pipedream_env):
     """The warm start's episodes (rollout teacher, then a DAgger round) give the same labels and
     the same fitted policy whether one process plays them or a pool of two does."""
     import torch
-
-    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))  # the pool's processes too
 
     from pacopt.learned.train import TrainConfig, warm_start
 
@@ -186,11 +183,10 @@ def test_the_warm_start_plays_its_episodes_in_parallel_as_in_sequence(pipedream_
     assert all(torch.equal(a, b) for a, b in zip(serial_weights, pooled_weights))
 
 
-def test_dagger_rounds_that_would_overrun_the_deadline_are_skipped(pipedream_dir, monkeypatch):
+def test_dagger_rounds_that_would_overrun_the_deadline_are_skipped(pipedream_env):
     """The teacher's round always runs; a DAgger round that cannot end in time does not."""
     import time
 
-    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))  # the paper workload's graphs
     from pacopt.learned.train import TrainConfig, warm_start
 
     config = TrainConfig(distributions=("C",), num_jobs=30, envs=1, teacher="tuned",
@@ -204,11 +200,9 @@ def test_dagger_rounds_that_would_overrun_the_deadline_are_skipped(pipedream_dir
 
 
 def test_a_run_initialised_from_an_older_checkpoint_takes_its_network_shape(tmp_path,
-                                                                           pipedream_dir,
-                                                                           monkeypatch):
+                                                                           pipedream_env):
     """--init from a checkpoint built without the spill features trains that network (the
     default would have a wider head and fail to load it)."""
-    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))
     from pacopt.learned.train import TrainConfig, train
 
     config = TrainConfig(distributions=("C",), num_jobs=30, envs=1, max_steps=64, n_steps=64,
@@ -252,11 +246,9 @@ def test_spill_features_flag_a_footprint_larger_than_on_an_empty_cluster():
     assert spill_features(actions)[0].tolist() == [[0, 0], [1, 0.25], [0, 0], [0, 0]]
 
 
-def test_a_rollout_teachers_soft_target_ranks_degrees_by_their_rollout_scores(pipedream_dir,
-                                                                              monkeypatch):
+def test_a_rollout_teachers_soft_target_ranks_degrees_by_their_rollout_scores(pipedream_env):
     """The target's best degree is the rollout's choice (ties go to the base policy), and each
     scored degree's logit is its score gap to the base policy's over the temperature."""
-    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))
     from pacopt.learned.train import TIE_PREFERENCE, TrainConfig, teacher_chooser
 
     env = TrainConfig(distributions=("C",), num_jobs=30).env()

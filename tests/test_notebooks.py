@@ -73,15 +73,13 @@ def test_gap_study(tmp_path):
     assert (tmp_path / "out" / "results.parquet").exists()
 
 
-def test_physical_vs_ddls(tmp_path, pipedream_dir, monkeypatch):
-    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))
+def test_physical_vs_ddls(tmp_path, pipedream_env):
     book = run_notebook("4_physical_vs_ddls.ipynb", NUM_JOBS=40, SEEDS=1,
                         OUT=str(tmp_path / "out"))
     assert images(book) == 3
 
 
-def test_paper_table(tmp_path, pipedream_dir, monkeypatch):
-    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))
+def test_paper_table(tmp_path, pipedream_env):
     book = run_notebook("paper_table.ipynb", STUDY=str(small_study("paper.yaml", tmp_path)),
                         OUT=str(tmp_path / "out"))
     text = "\n".join(str(o.get("data", {}).get("text/markdown", ""))
@@ -90,8 +88,7 @@ def test_paper_table(tmp_path, pipedream_dir, monkeypatch):
     assert images(book) == 2
 
 
-def test_learned_agent(pipedream_dir, monkeypatch):
-    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))
+def test_learned_agent(pipedream_env):
     book = run_notebook("5_learned_agent.ipynb", NUM_JOBS=60, SEEDS=1, CURVE_JOBS=60,
                         EXACT_JOBS=12, TIME_LIMIT=5)
     text = outputs(book)

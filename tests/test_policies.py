@@ -114,8 +114,7 @@ def test_bad_parametric_names_are_one_line_input_errors(name, message):
     assert "\n" not in str(err.value)
 
 
-def test_k_above_the_instance_max_degree_is_an_input_error(pipedream_dir, monkeypatch):
-    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))
+def test_k_above_the_instance_max_degree_is_an_input_error(pipedream_env):
     instance = paper_instance("A", 0, num_jobs=5)
     with pytest.raises(InputError, match="at most the instance's max_partitions_per_op"):
         make_policy("fixed:17", instance)
@@ -141,8 +140,7 @@ def test_the_tuned_file_lists_each_choice_and_it_is_the_best_candidate():
 
 
 @pytest.mark.parametrize("dist", ["B", "D"])
-def test_tuned_plays_the_choice_for_the_instance_distribution(pipedream_dir, monkeypatch, dist):
-    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))
+def test_tuned_plays_the_choice_for_the_instance_distribution(pipedream_env, dist):
     instance = paper_instance(dist, HELD_OUT_SEEDS[0], num_jobs=200)
     policy = make_policy("tuned", instance)
     assert policy.distribution == dist and policy.choice == tuned_choice(dist)

@@ -156,8 +156,7 @@ def test_bad_yaml_and_missing_file_are_one_line(tmp_path, capsys):
     assert len(lines) == 3 and all(line.startswith("error: ") for line in lines)
 
 
-def test_example_studies_are_valid(pipedream_dir, monkeypatch):
-    monkeypatch.setenv("PACOPT_PIPEDREAM_DIR", str(pipedream_dir))
+def test_example_studies_are_valid(pipedream_env):
     studies = sorted((Path(__file__).resolve().parents[1] / "studies").glob("*.yaml"))
     assert len(studies) >= 4
     for path in studies:
