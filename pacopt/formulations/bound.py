@@ -13,7 +13,7 @@ a time limit (HiGHS, with its log off).
 
 **How far a bound of this kind can go** (200-job paper episode, measured): the relaxation's own
 integer optimum is at least 195 (HiGHS found such a selection in 300 s; its dual bound stayed at
-198), while the best full solution known accepts 190. So no bound that ignores placement can get
+198), while the best full solution known accepts 194. So no bound that ignores placement can get
 below 195 there. Shapes at a single instant do not close that either: on 4x4x2 the convex hull
 of the packable block-size vectors (counts n_s of blocks of size s, enumerated exactly) is just
 ``n16 + n9 <= 2``, ``4 n16 + 3 n9 + 2 n8 + 2 n6 + n4 + n3 <= 8`` and the worker count, and adding

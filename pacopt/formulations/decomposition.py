@@ -74,6 +74,24 @@ the reach before (and 15 s more after), a sweep inserted 1 job on a 200-job incu
 of the required lane after each stale pass, it took time that the growing required windows use
 better: 190 and 191 of 200 in 60 s, against 192 and 193 without it.
 
+Where 194 of 200 comes from (paper workload, beta A, seed 0, 2 threads). Started from a 193-job
+incumbent, this search found 194 after 465 s and after 480 s (two runs), the second time
+(traced) by the required move on the last 75 jobs, once the required windows had grown to 100.
+That one move, run alone on each of two 193-job incumbents (one of them a 60 s run's), gains a
+job in 6.3-6.5 s on one thread, and so does jobs 120-194 (9.4 s); shorter tails (the last 50-70
+jobs) gain nothing, and five other 75-job windows and three of 100 jobs ran out of their time
+(19 s, 25 s) with no gain. A 60 s run reaches 193 after 52-54 s with its required windows at 30
+jobs, and no schedule tried got further: required windows starting at 30, 40 or 75 jobs (191
+twice, 190, 189), growing twofold (189 twice), or growing after one stale pass instead of two
+(193 four times, reached after 43-50 s). At 1001 jobs the same move finds nothing: ten 75-job
+required windows spread over an 889-job incumbent each used its 19 s with no gain.
+
+Also measured and left out on the 200-job episode (60 s, 193 for the search as it is): only
+options inside one of the two 16-server layers when a job has any (190); a tie-break that packs
+footprints into one layer and towards low positions, keeping the other free for the large jobs
+(190, 190, 192); and, instead of windows, CP-SAT's interleaved search of the whole model on 2
+workers from a 193-job hint (193 after 300 s; its neighbourhood searches never ran).
+
 The proven bound, though, is the relaxation's, and where jobs go binds on this workload: of the
 138 maximal instants of the relaxation's best 200-job selection, 7 cannot hold their jobs even
 on their own, and a placement must also stay put over each job's run. So on large episodes the
