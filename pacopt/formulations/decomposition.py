@@ -62,8 +62,8 @@ won back most of them, ending at 893 and 891 (scratch runs: segments 300 s, then
 s), and 890 built into this search (warm starts, segments with half the time left, restart from
 the join, keeping the better incumbent): within the plain search's run-to-run spread, so not
 worth the machinery. Searching the segments in turn *with* the previous segment's running jobs
-fixed (nothing to drop) ended lower: 887 this round (880 after the segments), 883 in an earlier
-one.
+fixed (nothing to drop) ended lower: 887 (880 after the segments) in one run, 883 in
+another.
 
 Measured and left out, an *insertion* move. For each job the incumbent rejects, the required
 move runs on that job plus the incumbent's jobs arriving from one longest JCT (about 20 s) before
