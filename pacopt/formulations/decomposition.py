@@ -88,11 +88,25 @@ required windows spread over an 889-job incumbent each used its 19 s with no gai
 six of them with the drops alone (no all-required attempt), each drop given an equal share of
 the time (that variant gains the 200-job tail's job in 4.2 s).
 
+Where a 600 s run at 1001 jobs spends its time (traced, 889 at the end): the warm start (870)
+after 13 s; then the relaxation's 30 s and the realisation's 170 s, which gave nothing: its
+input is the relaxation's best selection after 30 s (896 jobs, against the bound's 971), and
+realised alone to the end (217 s, 52 drops) it places 844. Meanwhile the objective lane takes
+the incumbent to 888 by 252 s. The required lane starts at 211 s and gains 3 jobs with 20- and
+30-job windows. With :data:`REALISE_SHARE` 0.05 one run reached 889 at 263 s instead of 472 s
+but ended at 890, within the spread, so the share stayed. Larger windows do gain there, given
+time: 50-job required windows at ten places on the 889-job incumbent gained a job at two of
+them (3.0 s and 8.4 s), and that run's 890 searched 1200 s more with windows from 50 jobs (objective
+33) reached 896 after 466 s, the best known, with nothing more in the last 734 s.
+
 Also measured and left out on the 200-job episode (60 s, 193 for the search as it is): only
 options inside one of the two 16-server layers when a job has any (190); a tie-break that packs
 footprints into one layer and towards low positions, keeping the other free for the large jobs
-(190, 190, 192); and, instead of windows, CP-SAT's interleaved search of the whole model on 2
-workers from a 193-job hint (193 after 300 s; its neighbourhood searches never ran).
+(190, 190, 192); instead of windows, CP-SAT's interleaved search of the whole model on 2
+workers from a 193-job hint (193 after 300 s; its neighbourhood searches never ran); and
+required windows in both lanes, the second one's from the last window back (from 20, 50 or 100
+jobs: 192 each) or forwards from 45 jobs (191). The objective lane gains no job in a 60 s run
+here, yet every run without it ended lower.
 
 The proven bound, though, is the relaxation's, and where jobs go binds on this workload: of the
 138 maximal instants of the relaxation's best 200-job selection, 7 cannot hold their jobs even
