@@ -107,7 +107,15 @@ footprints into one layer and towards low positions, keeping the other free for 
 workers from a 193-job hint (193 after 300 s; its neighbourhood searches never ran); and
 required windows in both lanes, the second one's from the last window back (from 20, 50 or 100
 jobs: 192 each) or forwards from 45 jobs (191). The objective lane gains no job in a 60 s run
-here, yet every run without it ended lower.
+here, yet every run without it ended lower. Nor did one lane whose backend calls each get both
+threads (191, 191 with required windows alone; 190, 190 with both moves in turn), although a
+check on 2 workers places more sets (:data:`~pacopt.formulations.cpsat.LARGE_MODEL_OPTIONS`).
+Two variants of the required move: a *cardinality* move, one CP-SAT call asking for any
+placement of at least one more of the window's jobs than the incumbent holds (no objective, the
+solver picks which to drop), gained at none of 11 30-job windows on the 189-job warm start (each
+ran out of its 7.5 s), where the required move gained at 2 in 42 s; and giving the "incumbent's
+jobs plus one" tries equal shares of the step's time (instead of the first taking what it needs)
+gained at the same 2 windows in 37 s.
 
 The proven bound, though, is the relaxation's, and where jobs go binds on this workload: of the
 138 maximal instants of the relaxation's best 200-job selection, 7 cannot hold their jobs even
