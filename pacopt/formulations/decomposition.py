@@ -110,7 +110,7 @@ jobs: 192 each) or forwards from 45 jobs (191). The objective lane gains no job 
 here, yet every run without it ended lower. Nor did one lane whose backend calls each get both
 threads (191, 191 with required windows alone; 190, 190 with both moves in turn), although a
 check on 2 workers places more sets (:data:`~pacopt.formulations.cpsat.LARGE_MODEL_OPTIONS`).
-Two variants of the required move: a *cardinality* move, one CP-SAT call asking for any
+Variants of the required move: a *cardinality* move, one CP-SAT call asking for any
 placement of at least one more of the window's jobs than the incumbent holds (no objective, the
 solver picks which to drop), gained at none of 11 30-job windows on the 189-job warm start (each
 ran out of its 7.5 s), where the required move gained at 2 in 42 s; and giving the "incumbent's
