@@ -110,14 +110,17 @@ jobs: 192 each) or forwards from 45 jobs (191). The objective lane gains no job 
 here, yet every run without it ended lower. Nor did one lane whose backend calls each get both
 threads (191, 191 with required windows alone; 190, 190 with both moves in turn), although a
 check on 2 workers places more sets (:data:`~pacopt.formulations.cpsat.LARGE_MODEL_OPTIONS`).
-Variants of the required move: a *cardinality* move, one CP-SAT call asking for any
-placement of at least one more of the window's jobs than the incumbent holds (no objective, the
-solver picks which to drop), gained at none of 11 30-job windows on the 189-job warm start (each
-ran out of its 7.5 s), where the required move gained at 2 in 42 s; and giving the "incumbent's
-jobs plus one" tries equal shares of the step's time (instead of the first taking what it needs)
-gained at the same 2 windows in 37 s, and trying the rejected jobs cheapest first (least
-worker-time) instead of in arrival order at the same 2 in 42 s (and, like it, at none of seven
-50-job windows on a 193-job incumbent in 64 s).
+Variants of the required move, on the 30-job windows of the 189-job warm start (the move as it
+is gains at 2 of them in 42 s):
+
+- a *cardinality* move, one CP-SAT call asking for a placement of at least one more of the
+  window's jobs than the incumbent holds (no objective; the solver picks which to drop): gains
+  at none of the 11 windows it ran on, each out of its 7.5 s;
+- the "incumbent's jobs plus one" tries given equal shares of the step's time, instead of the
+  first taking what it needs: the same 2 windows, in 37 s;
+- the rejected jobs tried cheapest first (least worker-time) instead of in arrival order: the
+  same 2 windows, in 42 s. On seven 50-job windows of a 193-job incumbent it gains at none,
+  like the move as it is (64 s each).
 
 The proven bound, though, is the relaxation's, and where jobs go binds on this workload: of the
 138 maximal instants of the relaxation's best 200-job selection, 7 cannot hold their jobs even
