@@ -87,12 +87,33 @@ class BestFit:
     def place(self, job: int, degree: int, free: np.ndarray, occupied: int) -> int:
         """The free option of ``degree`` that leaves the most free blocks (weighted), then the
         fewest workers; ``degree`` must have a free option."""
-        index, degrees, masks, workers = self.options(job)
+        index, degrees = self.options(job)[:2]
         candidates = np.flatnonzero(free & (degrees == degree))
+        return int(index[candidates[int(np.argmax(self._score(job, candidates, occupied)))]])
+
+    def placements(self, job: int, free: np.ndarray, occupied: int) -> list[tuple[int, int]]:
+        """(degree, option) for each degree with a free option: the option :meth:`place` picks
+        for it, all degrees scored at once."""
+        index, degrees = self.options(job)[:2]
+        candidates = np.flatnonzero(free)
+        if not len(candidates):
+            return []
+        # by degree, then best score first; the sort is stable, so ties go to the first option
+        # as in place's argmax
+        order = np.lexsort((-self._score(job, candidates, occupied), degrees[candidates]))
+        ranked = candidates[order]
+        firsts = np.unique(degrees[ranked], return_index=True)[1]
+        best = ranked[firsts]
+        return list(zip(degrees[best].tolist(), index[best].tolist()))
+
+    def _score(self, job: int, candidates: np.ndarray, occupied: int) -> np.ndarray:
+        """Weighted free blocks left by each of ``candidates`` (positions in the job's options),
+        less a hair per worker; rounded, so that equal scores are equal however the product
+        was summed (ties then go to the first option)."""
+        masks, workers = self.options(job)[2:]
         after = masks[candidates] | self.mask(occupied)
         clear = (self.blocks[None, :] & after[:, None]) == 0
-        score = clear @ self.block_weights - 1e-6 * workers[candidates]
-        return int(index[candidates[int(np.argmax(score))]])
+        return np.round(clear @ self.block_weights - 1e-6 * workers[candidates], 9)
 
     def play(self, first: int = 0, stop: int | None = None, occupied: int = 0,
              running: list[tuple[float, int]] | None = None,

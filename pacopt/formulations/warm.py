@@ -32,6 +32,7 @@ from pacopt.cluster.policies import POLICIES, Policy, make_policy
 from pacopt.cluster.rollout import Rollout, play_rollout
 from pacopt.cluster.simulator import simulate
 from pacopt.cluster.solution import Solution
+from pacopt.formulations.beam import beam_search
 from pacopt.formulations.best_fit import BestFit, rollout_best_fit
 from pacopt.formulations.offline import OfflineProblem
 
@@ -135,14 +136,18 @@ def choice_value(problem: OfflineProblem, choice: dict[int, int]) -> tuple[int, 
 
 def best_warm_start(problem: OfflineProblem, policies: Iterable[Policy], *,
                     deadline: float | None = None, best_fit: bool = False, rollout: bool = False,
-                    extra: Iterable[Policy] = ()) -> tuple[str | None, dict[int, int]]:
+                    extra: Iterable[Policy] = (),
+                    beam_until: float | None = None) -> tuple[str | None, dict[int, int]]:
     """The best warm start found until ``deadline`` (a ``time.perf_counter()`` value): its
     method's name and its choice (most accepted jobs, then least worker-time; ``(None, {})``
     when nothing was played). In this order:
 
-    - with ``best_fit``, the offline best-fit rules at each of :func:`legal_degrees`, then the
-      hindsight rollout over the best of them (:mod:`pacopt.formulations.best_fit`; paper
-      workload, beta A, seed 0: 180 and 189 of 200, 868 of 1001 for the rule alone);
+    - with ``best_fit``, the offline best-fit rules at each of :func:`legal_degrees`; with
+      ``beam_until`` too (a ``time.perf_counter()`` value, before ``deadline``), the beam search
+      over them (:mod:`pacopt.formulations.beam`), widening until then (its first beam always
+      runs); then the hindsight rollout over the best rule (:mod:`pacopt.formulations.best_fit`;
+      paper workload, beta A, seed 0: 180, 194 and 189 of 200; 868, 902 at the first width, and
+      921 at width 800, of 1001);
     - the episodes of ``policies`` (online methods, seed 0, mapped onto options);
     - with ``rollout``, the hindsight rollout over the best of those
       (:mod:`pacopt.cluster.rollout`, :data:`ROLLOUT_HORIZON` arrivals: 185 of 200 against 178
@@ -171,6 +176,8 @@ def best_warm_start(problem: OfflineProblem, policies: Iterable[Policy], *,
                 break
             rule = BestFit(problem, k)
             rules.append((offer(rule.name, rule.play()), rule))
+        if rules and beam_until is not None:
+            offer("beam search", beam_search(rules[0][1], deadline=beam_until))
         if rules and not late():
             rule = max(rules, key=lambda pair: pair[0])[1]
             offer(f"rollout({rule.name})", rollout_best_fit(rule, deadline=deadline))

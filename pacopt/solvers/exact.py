@@ -21,7 +21,7 @@ from pacopt.cluster.jct import JctModel
 from pacopt.cluster.metrics import episode_metrics
 from pacopt.cluster.solution import Solution
 from pacopt.formulations.bound import solve_relaxation
-from pacopt.formulations.decomposition import ONLINE_SHARE, solve_decomposed
+from pacopt.formulations.decomposition import BEAM_SHARE, ONLINE_SHARE, solve_decomposed
 from pacopt.formulations.interrupt import stop_requested
 from pacopt.formulations.offline import ExactResult, build_problem, to_solution
 from pacopt.formulations.warm import best_warm_start, online_policies
@@ -61,9 +61,11 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
     with LiveLine(started, enabled=progress) as live:
         problem = build_problem(instance, model)
         # every online method's episode, cheapest first, within a share of the time
+        beam_until = time.perf_counter() + BEAM_SHARE * limit
         warm_method, start = best_warm_start(
             problem, online_policies(instance), best_fit=True, rollout=True,
-            extra=learned_policies(instance), deadline=time.perf_counter() + ONLINE_SHARE * limit)
+            extra=learned_policies(instance), beam_until=beam_until,
+            deadline=beam_until + ONLINE_SHARE * limit)
         trivial = sum(1 for options in problem.by_job if options)
         live(time.perf_counter() - started, len(start), trivial)
         if stop_requested():
