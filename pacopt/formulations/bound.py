@@ -13,12 +13,14 @@ a time limit (HiGHS, with its log off).
 
 **How far a bound of this kind can go** (200-job paper episode, measured): the relaxation's own
 integer optimum is at least 195 (HiGHS found such a selection in 300 s; its dual bound stayed at
-198), while the best full solution known accepts 194. So no bound that ignores placement can get
-below 195 there. Shapes at a single instant do not close that either: on 4x4x2 the convex hull
-of the packable block-size vectors (counts n_s of blocks of size s, enumerated exactly) is just
-``n16 + n9 <= 2``, ``4 n16 + 3 n9 + 2 n8 + 2 n6 + n4 + n3 <= 8`` and the worker count, and adding
-the first two rows at every instant left the dual bound at 198 (and at 99 for 100 jobs) after
-30 s. What binds is that a job keeps its block for its whole run.
+198), and a full solution accepting 195 exists (found by a first version of the beam search,
+:mod:`pacopt.formulations.beam`, at width 1000). So no bound that ignores placement can get
+below 195 there, and 195 would be tight; the gap to close is 198 against 195. Shapes at a single
+instant do not close it: on 4x4x2 the convex hull of the packable block-size vectors (counts n_s
+of blocks of size s, enumerated exactly) is just ``n16 + n9 <= 2``,
+``4 n16 + 3 n9 + 2 n8 + 2 n6 + n4 + n3 <= 8`` and the worker count, and adding the first two
+rows at every instant left the dual bound at 198 (and at 99 for 100 jobs) after 30 s. What
+binds is that a job keeps its block for its whole run.
 
 Nor does keeping a coarse *where* for the whole run: splitting the servers into cells (the two
 server layers of 16; or 8 cells of 4, by group and layer, or by rack and layer), each job held
