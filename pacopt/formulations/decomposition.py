@@ -10,8 +10,11 @@
    (:mod:`pacopt.cluster.rollout`); the best of them and the caller's warm start is the first
    incumbent. On large episodes the beam is by far the strongest of them, and stronger than
    everything the steps below found from the others (paper workload, beta A, seed 0: 194 of
-   200 after 10 s, where the steps reached 193 in 60 s; 921 of 1001 after about 140 s, where
-   they reached 888-894 in 600 s and 896 in 30 minutes), so it gets its own share first.
+   200 after 10 s, where the steps reached 193 in 60 s; 921 of 1001 within its 150 s share of
+   a 600 s search, where they reached 888-894 in 600 s and 896 in 30 minutes), so it gets its
+   own share first. From its choice the steps below found nothing more in any benchmark row
+   (50 to 1001 jobs, four beta distributions; README), but they still prove optima (the
+   relaxation's bound) and improve weaker starts.
 2. **Relax.** The worker-count relaxation (:mod:`pacopt.formulations.bound`) gives the proven
    bound and a selection of jobs it could accept. It gets a capped share of the time.
 3. **Realise with drops** (:mod:`pacopt.formulations.realise`): the relaxation's selection is
