@@ -147,7 +147,7 @@ def best_warm_start(problem: OfflineProblem, policies: Iterable[Policy], *,
       over them (:mod:`pacopt.formulations.beam`), widening until then (its first beam always
       runs); then the hindsight rollout over the best rule (:mod:`pacopt.formulations.best_fit`;
       paper workload, beta A, seed 0: the best rule 180 of 200 and 868 of 1001, the beam 194
-      at width 400 and 907 at its first width, the rollout 189 and 870);
+      at width 400 and 907 at its first width, the rollout 189 and 874);
     - the episodes of ``policies`` (online methods, seed 0, mapped onto options);
     - with ``rollout``, the hindsight rollout over the best of those
       (:mod:`pacopt.cluster.rollout`, :data:`ROLLOUT_HORIZON` arrivals: 185 of 200 against 178
