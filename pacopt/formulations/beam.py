@@ -103,13 +103,16 @@ def beam_search(rule: BestFit, *, width: int = FIRST_WIDTH,
     ``time.perf_counter()`` value), each twice as wide as the last. The first beam always runs
     to the end; a later one that the deadline cuts short anyway is completed from its best
     state by ``rule`` alone."""
+    problem = rule.problem
+    worth = float(np.mean([min(problem.options[k].worker_ms for k in ks)
+                           for ks in problem.by_job if ks] or [1.0]))
     started = time.perf_counter()
-    best, _ = _beam(rule, width, None)
+    best, _ = _beam(rule, width, worth, None)
     took = time.perf_counter() - started
     while deadline is not None and time.perf_counter() + WIDENING_COST * took < deadline:
         width *= 2
         started = time.perf_counter()
-        choice, finished = _beam(rule, width, deadline)
+        choice, finished = _beam(rule, width, worth, deadline)
         took = time.perf_counter() - started
         if len(choice) > len(best):
             best = choice
@@ -118,13 +121,13 @@ def beam_search(rule: BestFit, *, width: int = FIRST_WIDTH,
     return best
 
 
-def _beam(rule: BestFit, width: int, deadline: float | None) -> tuple[dict[int, int], bool]:
-    """One beam of ``width``: its best choice, and whether it got through every job before
-    ``deadline`` (if not, the best state so far is completed by ``rule`` alone)."""
+def _beam(rule: BestFit, width: int, worth: float,
+          deadline: float | None) -> tuple[dict[int, int], bool]:
+    """One beam of ``width`` (``worth``: a job's worth of worker-time, module doc): its best
+    choice, and whether it got through every job before ``deadline`` (if not, the best state so
+    far is completed by ``rule`` alone)."""
     problem = rule.problem
     options, jobs = problem.options, problem.instance.jobs
-    worth = float(np.mean([min(options[k].worker_ms for k in ks)
-                           for ks in problem.by_job if ks] or [1.0]))
     beam = [_State(0, 0, (), 0.0, 0, None)]
     for j, job in enumerate(jobs):
         now = job.arrival_ms
