@@ -8,13 +8,14 @@
    ``fixed-or-min:K`` and ``fixed:K`` at every legal K, the heuristics; callers may add the
    learned agent) and a hindsight rollout over the best of them
    (:mod:`pacopt.cluster.rollout`); the best of them and the caller's warm start is the first
-   incumbent. On large episodes the beam is by far the strongest of them, and stronger than
-   everything the steps below found from the others (paper workload, beta A, seed 0: 194 of
-   200 after 10 s, where the steps reached 193 in 60 s; 921 of 1001 within its 150 s share of
-   a 600 s search, where they reached 888-894 in 600 s and 896 in 30 minutes), so it gets its
-   own share first. From its choice the steps below gained in only 2 of the README's 20
-   benchmark rows (two jobs each, beta B at 500 and 1001 jobs), but they still prove optima
-   (the relaxation's bound) and improve weaker starts.
+   incumbent. On large episodes the beam is by far the strongest of them, and at least as strong
+   as anything the steps below found from the others (paper workload, beta A, seed 0: 194 of 200
+   within its 15 s share of a 60 s search, where the steps reached 193 in 60 s; 921 of 1001
+   within its 150 s share of a 600 s search, where they reached 888-894 in 600 s and 896 in 30
+   minutes), so it gets its own share first. From its choice the steps below gained in only 2 of
+   the README's 20 benchmark rows (two jobs each, beta B at 500 and 1001 jobs), but they still
+   prove optima (the relaxation's bound) and improve weaker starts.
+
 2. **Relax.** The worker-count relaxation (:mod:`pacopt.formulations.bound`) gives the proven
    bound and a selection of jobs it could accept. It gets a capped share of the time.
 3. **Realise with drops** (:mod:`pacopt.formulations.realise`): the relaxation's selection is
