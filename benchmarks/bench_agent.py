@@ -5,7 +5,7 @@
 
 Parts:
 - ``heldout``: the paper workload (1001 jobs, 4x4x2, horizon 1e6 ms) of each distribution A-D on
-  the first N of ``pacopt.cluster.paper.HELD_OUT_SEEDS`` (never used to train, tune or select a
+  the first N of ``pacopt.cluster.paper_workload.HELD_OUT_SEEDS`` (never used to train, tune or select a
   checkpoint); blocking mean +- spread (sample std) for ``pac-ml`` (what ``--method pac-ml`` plays:
   the per-distribution fine-tune where one is shipped, else the general agent), the general
   agent alone, ``tuned``, ``para-max`` and ``min-feasible``, next to the paper's numbers;
@@ -25,11 +25,15 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from heldout import add_heldout_arguments, heldout_seeds
 from tqdm.auto import tqdm
 
-from heldout import add_heldout_arguments, heldout_seeds
 from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.paper import HELD_OUT_SEEDS, PAPER_DISTRIBUTIONS, paper_instance
+from pacopt.cluster.paper_workload import (
+    HELD_OUT_SEEDS,
+    PAPER_DISTRIBUTIONS,
+    paper_instance,
+)
 from pacopt.learned.agent import CHECKPOINT_DIR
 from pacopt.solvers.api import solve
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from pacopt.cluster.jct import JctModel
-from pacopt.cluster.paper import paper_instance
+from pacopt.cluster.paper_workload import paper_instance
 from pacopt.cluster.placement import first_fit_reference
 from pacopt.cluster.policies import Decision, make_policy
 from pacopt.cluster.simulator import OnlineEpisode

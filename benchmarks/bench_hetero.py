@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from pacopt.cluster.graph_sources import EXAMPLES_DIR, read_graph_file
-from pacopt.cluster.hetero import EXAMPLE_TYPES, build_problem, load_types
 from pacopt.cluster.pipedream import PIPEDREAM_MODELS
-from pacopt.solvers.hetero_cli import run_method
+from pacopt.hetero import EXAMPLE_TYPES, build_hetero_problem, load_types
+from pacopt.hetero.command import run_method
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
 
@@ -51,7 +51,7 @@ def main() -> int:
     loads = [float(x) for x in args.loads.split(",")]
     rl_model, trained_on = None, set()
     try:
-        from pacopt.learned.hetero import CHECKPOINT, TRAIN_GRAPHS, load_policy
+        from pacopt.hetero.rl import CHECKPOINT, TRAIN_GRAPHS, load_policy
 
         rl_model = load_policy(args.checkpoint or CHECKPOINT)
         trained_on = set(TRAIN_GRAPHS)
@@ -66,7 +66,7 @@ def main() -> int:
     milp_times, greedy_gaps, rl_gaps = [], [], {"train": [], "held-out": []}
     for graph in graphs(args.pipedream):
         for load in loads:
-            problem = build_problem(graph, types, graph.step_ms / load)
+            problem = build_hetero_problem(graph, types, graph.step_ms / load)
             plans = {"dp": run_method(problem, "dp"),
                      "milp": run_method(problem, "milp", time_limit=args.time_limit),
                      "greedy": run_method(problem, "greedy")}

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from bench_exact import SHARED
+
 from pacopt.cluster.instance import instance_from_dict
 from pacopt.cluster.pipedream import PAPER_GRAPHS
 from pacopt.solvers.api import solve

@@ -5,7 +5,7 @@ heuristic on the tuning seeds only, written to ``pacopt/data/tuned.json``.
 
 Every candidate (the heuristics, then ``fixed:K`` and ``fixed-or-min:K`` for K = 1..max degree)
 plays the paper workload (the five graphs, 1001 jobs, 4x4x2, horizon 1e6 ms) of each
-distribution A-D on each seed of ``pacopt.cluster.paper.TUNING_SEEDS`` (``random`` seeded with
+distribution A-D on each seed of ``pacopt.cluster.paper_workload.TUNING_SEEDS`` (``random`` seeded with
 the workload seed); the lowest mean blocking rate wins, ties going to the earlier candidate.
 The file lists, per preset and distribution, the choice and every candidate's mean tuning
 blocking rate. Presets not re-tuned keep their entry. Held-out seeds are never touched.
@@ -23,7 +23,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from pacopt.cluster.jct import JctModel
-from pacopt.cluster.paper import PAPER_DISTRIBUTIONS, PAPER_GRAPHS, TUNING_SEEDS, paper_instance
+from pacopt.cluster.paper_workload import (
+    PAPER_DISTRIBUTIONS,
+    PAPER_GRAPHS,
+    TUNING_SEEDS,
+    paper_instance,
+)
 from pacopt.cluster.policies import HEURISTICS, TUNED_PATH, make_policy
 from pacopt.cluster.settings import ModelSettings
 from pacopt.cluster.simulator import simulate

@@ -1,7 +1,8 @@
 """pacopt: partitioning and placement of DNN training jobs on RAMP optical clusters.
 
-Layers (lower never imports higher): ``cluster`` (the world) <- ``formulations`` <- ``solvers``
-<- ``analysis``; ``learned`` builds on ``cluster`` only.
+Layers, lowest first (a package imports only lower ones; ``tests/test_layers.py`` checks it and
+``docs/architecture.md`` explains it): ``infra`` <- ``cluster`` <- ``formulations``, ``learned``,
+``hetero`` <- ``solvers`` <- ``analysis`` <- ``pacopt.cli`` (the command dispatcher).
 """
 
 __version__ = "0.1.0"

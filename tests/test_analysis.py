@@ -32,7 +32,7 @@ from pacopt.analysis import (
     summary,
     utilisation_over_time,
 )
-from pacopt.analysis.paper import PAPER_BLOCKING
+from pacopt.analysis.paper_results import PAPER_BLOCKING
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 GRAPHS = {name: {"file": str(EXAMPLES / "graphs" / f"{name}.json")}

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from pacopt.solvers.api import METHODS, is_online, solve
-from pacopt.solvers.cli import solve_main
-from pacopt.cluster.paper import paper_instance_dict
+from pacopt.cli import solve_main
+from pacopt.cluster.paper_workload import paper_instance_dict
 from pacopt.cluster.policies import tuned_choice
+from pacopt.solvers.api import METHODS, is_online, solve
 
 
 @pytest.fixture

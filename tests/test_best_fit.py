@@ -9,8 +9,8 @@ from test_rollout import contended
 from pacopt.cluster.instance import instance_from_dict
 from pacopt.cluster.placement import first_fit
 from pacopt.formulations.best_fit import BestFit, rollout_best_fit
-from pacopt.formulations.offline import build_problem, to_solution
-from pacopt.formulations.warm import best_warm_start, check_choice, online_policies
+from pacopt.formulations.offline import build_problem, check_choice, to_solution
+from pacopt.formulations.warm import best_warm_start, online_policies
 from pacopt.solvers.validate import find_problems
 
 #: Two ops of 1 and 0.5 ms: split d ways at every degree, so a job at degree d is one d-block.

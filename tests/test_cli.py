@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from pacopt.cli import pacopt_main, solve_main
 from pacopt.cluster.instance import load_instance
+from pacopt.cluster.policies import HEURISTICS
 from pacopt.cluster.solution import Solution
 from pacopt.solvers import api
-from pacopt.cluster.policies import HEURISTICS
-from pacopt.solvers.cli import pacopt_main, solve_main
+from pacopt.solvers.registry import Method
 from pacopt.solvers.validate import find_problems
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -288,7 +289,7 @@ def test_pacopt_bad_arguments_exit_2(argv, fragment, capsys):
 # ----- real processes ------------------------------------------------------------------------------
 def test_pacopt_module_in_a_subprocess(bundled_result):
     _, out = bundled_result
-    run = [sys.executable, "-m", "pacopt.solvers.cli"]
+    run = [sys.executable, "-m", "pacopt.cli"]
     good = subprocess.run(run + ["validate", BUNDLED, str(out)], capture_output=True, text=True,
                           timeout=120)
     assert good.returncode == 0 and good.stdout.strip() == "valid", good.stderr
@@ -435,7 +436,7 @@ def test_failing_validation_exits_1_when_piped_into_head(bundled_result, tmp_pat
     read, write = os.pipe()
     os.close(read)  # the reader has gone before the first line
     try:
-        done = subprocess.run([sys.executable, "-m", "pacopt.solvers.cli", "validate", BUNDLED,
+        done = subprocess.run([sys.executable, "-m", "pacopt.cli", "validate", BUNDLED,
                                str(bad)], stdout=write, stderr=subprocess.PIPE, text=True,
                               timeout=120)
     finally:
@@ -479,16 +480,16 @@ def test_utilisation_is_over_the_jobs_span(tmp_path):
 def test_solve_help_wraps_every_description_whole(capsys, monkeypatch):
     """Item 7: a long method description wraps under itself; none is cut."""
     long = "online: " + " ".join(f"word{i}" for i in range(40)) + " END."
-    monkeypatch.setitem(api.METHODS, "demo:K", long)
+    monkeypatch.setitem(api.METHODS, "demo:K", Method("demo:K", "online", long, "x:y"))
     with pytest.raises(SystemExit):
         solve_main(["--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    for description in api.METHODS.values():
+    for description in (m.summary for m in api.METHODS.values()):
         assert " ".join(description.split()) in help_text
 
 
 def test_method_registry_takes_parametric_families(monkeypatch):
-    monkeypatch.setitem(api.METHODS, "demo:K", "online: a family")
+    monkeypatch.setitem(api.METHODS, "demo:K", Method("demo:K", "online", "a family", "x:y"))
     assert api.method_family("demo:4") == "demo:K" and api.method_family("milp") == "milp"
     assert api.is_online("demo:7") and not api.is_online("cpsat")
     for bad in ("demo", "nosuch:3", "milp:2"):
@@ -503,7 +504,7 @@ def echo_command(argv: list[str]) -> int:
 
 
 def test_a_subcommand_is_one_registration(monkeypatch, capsys):
-    from pacopt.solvers import cli
+    from pacopt import cli
 
     monkeypatch.setitem(cli.COMMANDS, "echo", (__name__, "echo_command", "say it back"))
     assert pacopt_main(["echo", "a", "--b"]) == 3

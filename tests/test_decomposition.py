@@ -12,19 +12,23 @@ import threading
 import time
 
 import pytest
+from offline_cases import HAND_JOBS, SMALL, random_jobs, small_problem
+from test_cpsat import example_workload
 
 import pacopt.formulations.decomposition as decomposition
 import pacopt.formulations.realise as realisation
 from pacopt.formulations.cpsat import solve_cpsat
 from pacopt.formulations.decomposition import restrict, solve_decomposed
 from pacopt.formulations.milp import solve_milp
-from pacopt.formulations.offline import ExactResult, Stop, to_solution
+from pacopt.formulations.offline import (
+    ExactResult,
+    check_choice,
+    greedy_choice,
+    to_solution,
+)
 from pacopt.formulations.realise import realise
-from pacopt.formulations.warm import check_choice, greedy_choice
+from pacopt.infra.concurrency import Stop
 from pacopt.solvers.validate import find_problems
-
-from offline_cases import HAND_JOBS, SMALL, random_jobs, small_problem
-from test_cpsat import example_workload
 
 
 @pytest.fixture
@@ -190,7 +194,7 @@ def test_the_portfolio_commits_only_what_still_fits(windows_only):
     """A lane's step computed against an older incumbent is refused when the other lane took
     its servers meanwhile, and taken when it still fits and is better."""
     problem = small_problem(HAND_JOBS)
-    search = decomposition._Search(problem, solve_cpsat, 1, 60, {}, None)
+    search = decomposition._WindowSearch(problem, solve_cpsat, 1, 60, {}, None)
     best = solve_cpsat(problem, threads=1).chosen
     first, *_ = sorted(best)
     clash = next(k for k in problem.by_job[first]

@@ -8,10 +8,14 @@ import urllib.request
 
 import pytest
 
-from pacopt.cluster.errors import InputError
-from pacopt.cluster.pipedream import (PIPEDREAM_COMMIT, PIPEDREAM_MODELS, download_pipedream,
-                                      read_pipedream)
-from pacopt.solvers.cli import pacopt_main
+from pacopt.cli import pacopt_main
+from pacopt.cluster.pipedream import (
+    PIPEDREAM_COMMIT,
+    PIPEDREAM_MODELS,
+    download_pipedream,
+    read_pipedream,
+)
+from pacopt.infra.errors import InputError
 
 
 class FakeResponse:

@@ -27,8 +27,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from pacopt.cluster.spec import MAX_JOBS, MAX_SERVERS
-from pacopt.solvers.cli import pacopt_main, solve_main
+from pacopt.cli import pacopt_main, solve_main
+from pacopt.cluster.input_spec import MAX_JOBS, MAX_SERVERS
 
 # ----- the seeds every case is a mutation of ----------------------------------------------------
 GRAPH = {"ops": [{"id": "a", "forward_ms": 1.0, "backward_ms": 2.0, "activation_bytes": 1e6,
@@ -393,7 +393,7 @@ def test_real_processes_reject_in_one_line(command, change, fragment, tmp_path):
     assert peak_mb < 400, f"the process peaked at {peak_mb:.0f} MB"
 
 
-#: A child's entry: run ``pacopt.solvers.cli.<argv[0]>`` on ``argv[1:]``, and at exit write its
+#: A child's entry: run ``pacopt.cli.<argv[0]>`` on ``argv[1:]``, and at exit write its
 #: peak resident memory (kB) where ``PACOPT_TEST_PEAK`` says. Measured in the child, after exec:
 #: a forked child's rusage starts from the parent's resident size, which says nothing here.
 CHILD = """import atexit, os, re, sys
@@ -401,13 +401,13 @@ def peak():
     status = open("/proc/self/status").read()
     open(os.environ["PACOPT_TEST_PEAK"], "w").write(re.search(r"VmHWM:\\s+(\\d+)", status)[1])
 atexit.register(peak)
-from pacopt.solvers import cli
+from pacopt import cli
 sys.exit(getattr(cli, sys.argv[1])(sys.argv[2:]))
 """
 
 
 def _child(argv: list[str]) -> tuple[int, str, str, float]:
-    """``pacopt.solvers.cli.<argv[0]>(argv[1:])`` in a child process: (exit code, stdout,
+    """``pacopt.cli.<argv[0]>(argv[1:])`` in a child process: (exit code, stdout,
     stderr, its peak resident MB)."""
     with tempfile.TemporaryDirectory() as tmp:
         peak_file = Path(tmp) / "peak"
@@ -465,7 +465,7 @@ def test_campaign_cases_in_real_processes(tmp_path):
         _write(folder / "i.json", instance, encoding)
         _write(folder / "h.json", GRAPH, "utf-8")
         before = set(folder.iterdir())
-        done = subprocess.run([sys.executable, "-c", "import sys; from pacopt.solvers.cli import "
+        done = subprocess.run([sys.executable, "-c", "import sys; from pacopt.cli import "
                                "solve_main; sys.exit(solve_main())", str(folder / "i.json"),
                                "--out", str(folder / "r.json"), "--quiet"],
                               capture_output=True, text=True, timeout=300,

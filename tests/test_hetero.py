@@ -9,18 +9,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pacopt.cluster.graph import graph_from_dict
-from pacopt.cluster.hetero import (
+from pacopt.hetero import (
     EXAMPLE_TYPES,
-    build_problem,
+    build_hetero_problem,
     load_types,
     plan_from_types,
     plan_problems,
     step_budget,
     types_from_dict,
 )
-from pacopt.cluster.hetero.model import cut_bytes
-from pacopt.formulations.hetero import solve_cpsat, solve_dp, solve_milp
-from pacopt.solvers.hetero_cli import hetero_main, run_method
+from pacopt.hetero.command import hetero_main, run_method
+from pacopt.hetero.exact import solve_dp, solve_hetero_cpsat, solve_hetero_milp
+from pacopt.hetero.model import cut_bytes
 
 
 def _type(price, speed):
@@ -56,7 +56,7 @@ HAND_CHAIN = _chain([10, 40, 10], activations=[1e6, 1e6, 0])
 
 @pytest.fixture
 def hand_problem():
-    return build_problem(HAND_CHAIN, types_from_dict(HAND_TYPES), step_budget(throughput=20))
+    return build_hetero_problem(HAND_CHAIN, types_from_dict(HAND_TYPES), step_budget(throughput=20))
 
 
 @pytest.mark.parametrize("method", ["dp", "milp", "cpsat"])
@@ -91,17 +91,17 @@ def test_all_reduce_and_latency_in_the_stage_time():
     # budget cannot be met at all
     types = types_from_dict(_types({"gpu": (1.0, 1.0)}, bandwidth=1e9, latency=1e-3))
     graph = _chain([30], params=[1e9])
-    plan = solve_dp(build_problem(graph, types, 40.0))
+    plan = solve_dp(build_hetero_problem(graph, types, 40.0))
     assert plan.status == "optimal" and plan.stages[0].replicas == 1
     assert plan.stages[0].allreduce_ms == pytest.approx(2000.0)
-    assert solve_dp(build_problem(graph, types, 20.0)).status == "infeasible"
+    assert solve_dp(build_hetero_problem(graph, types, 20.0)).status == "infeasible"
     # two ops: the second stage pays the transfer (2 x 1 MB at 1 GB/s) and 2 x 1 ms latency
     types2 = types_from_dict(_types({"a": (1.0, 1.0), "b": (1.0, 1.0)}, latency=1e-3))
-    problem = build_problem(_chain([10, 10], activations=[1e6, 0]), types2, 100.0)
+    problem = build_hetero_problem(_chain([10, 10], activations=[1e6, 0]), types2, 100.0)
     plan = plan_from_types(problem, [0, 1], "x", "heuristic")
     assert plan.stages[1].time_ms == pytest.approx(10 + 2 + 2)
     # the latency decides: 39 + 2 + 2 = 43 ms > 42 on one instance, (39 + 2) / 2 + 2 on two
-    problem = build_problem(_chain([10, 39], activations=[1e6, 0]), types2, 42.0)
+    problem = build_hetero_problem(_chain([10, 39], activations=[1e6, 0]), types2, 42.0)
     plan = plan_from_types(problem, [0, 1], "x", "heuristic")
     assert plan.stages[1].replicas == 2 and plan_problems(problem, plan) == []
     assert plan.stages[1].time_ms == pytest.approx(22.5)
@@ -124,7 +124,7 @@ def test_cut_bytes_relays_skip_connections():
 # ----- infeasible and bad input ---------------------------------------------------------------------
 @pytest.mark.parametrize("method", ["dp", "milp", "cpsat", "greedy"])
 def test_unreachable_throughput_is_infeasible(hand_problem, method):
-    problem = build_problem(HAND_CHAIN, types_from_dict(HAND_TYPES), step_budget(throughput=1e5))
+    problem = build_hetero_problem(HAND_CHAIN, types_from_dict(HAND_TYPES), step_budget(throughput=1e5))
     plan = run_method(problem, method, time_limit=30)
     assert plan.status == "infeasible" and plan.validated and not plan.stages
 
@@ -237,16 +237,16 @@ def test_validator_catches_broken_plans(hand_problem):
 
 def test_validator_recomputes_stage_times():
     # the plan's fast stage (1 replica) is exactly on the 50 ms budget; at 45 ms it is over
-    problem = build_problem(HAND_CHAIN, types_from_dict(HAND_TYPES), 50.0)
+    problem = build_hetero_problem(HAND_CHAIN, types_from_dict(HAND_TYPES), 50.0)
     plan = solve_dp(problem)
-    tighter = build_problem(HAND_CHAIN, types_from_dict(HAND_TYPES), 45.0)
+    tighter = build_hetero_problem(HAND_CHAIN, types_from_dict(HAND_TYPES), 45.0)
     assert any("exceeds the budget" in x for x in plan_problems(tighter, plan))
 
 
 # ----- the exact methods agree ----------------------------------------------------------------------
 def _all_exact(problem):
-    plans = [solve_dp(problem), solve_milp(problem, time_limit=60),
-             solve_cpsat(problem, time_limit=60)]
+    plans = [solve_dp(problem), solve_hetero_milp(problem, time_limit=60),
+             solve_hetero_cpsat(problem, time_limit=60)]
     for plan in plans:
         assert plan_problems(problem, plan) == [], plan.method
     return plans
@@ -278,7 +278,7 @@ def test_exact_methods_agree_on_random_chains(chain, specs, budget, bandwidth, l
     times, activations, params = chain
     types = types_from_dict(_types({f"t{i}": s for i, s in enumerate(specs)}, bandwidth, latency,
                                    max_replicas))
-    problem = build_problem(_chain(times, activations, params), types, budget)
+    problem = build_hetero_problem(_chain(times, activations, params), types, budget)
     _assert_agree(_all_exact(problem))
 
 
@@ -291,7 +291,7 @@ def test_exact_methods_agree_on_a_dag():
     types = types_from_dict(_types({"cpu": (1.0, 0.25), "gpu": (3.0, 1.0), "big": (8.0, 3.0)},
                                    bandwidth=2e9, latency=1e-5))
     for budget in (8.0, 15.0, 30.0, 200.0):
-        plans = _all_exact(build_problem(graph, types, budget))
+        plans = _all_exact(build_hetero_problem(graph, types, budget))
         _assert_agree(plans)
         assert plans[0].status == "optimal"
 
@@ -303,15 +303,15 @@ def test_exact_methods_agree_on_bundled_graphs():
                    activations=[2e7, 1e7, 1e7, 5e6, 5e6, 1e6, 1e6, 0],
                    params=[1e5, 2e6, 0, 0, 4e7, 0, 1.6e7, 4e6])
     for load in (1.5, 6.0):
-        _assert_agree(_all_exact(build_problem(graph, types, graph.step_ms / load)))
+        _assert_agree(_all_exact(build_hetero_problem(graph, types, graph.step_ms / load)))
 
 
 def test_milp_is_proven_on_a_pipedream_graph(pipedream_dir):
     from pacopt.cluster.pipedream import read_pipedream
 
     graph = read_pipedream(pipedream_dir / "vgg16.txt", "vgg16")
-    problem = build_problem(graph, load_types(EXAMPLE_TYPES), graph.step_ms / 8)
-    dp, milp = solve_dp(problem), solve_milp(problem, time_limit=60)
+    problem = build_hetero_problem(graph, load_types(EXAMPLE_TYPES), graph.step_ms / 8)
+    dp, milp = solve_dp(problem), solve_hetero_milp(problem, time_limit=60)
     assert milp.status == "optimal" and plan_problems(problem, milp) == []
     assert milp.cost_per_hour == pytest.approx(dp.cost_per_hour, rel=1e-9)
     assert math.isclose(milp.bound_cost, milp.cost_per_hour, rel_tol=1e-9)
@@ -320,7 +320,7 @@ def test_milp_is_proven_on_a_pipedream_graph(pipedream_dir):
 # ----- per-type op times ----------------------------------------------------------------------------
 def test_zoo_graphs_get_roofline_times_per_type():
     from pacopt.cluster.graph_sources import resolve_graph
-    from pacopt.cluster.hetero.types import type_op_times
+    from pacopt.hetero.types import type_op_times
 
     bundled = json.loads(EXAMPLE_TYPES.read_text())
     types = types_from_dict({**bundled, "types": {k: bundled["types"][k] for k in ("a100", "h100")},

@@ -7,11 +7,17 @@ import shutil
 import jsonschema
 import pytest
 
-from pacopt.cluster.errors import InputError
-from pacopt.cluster.instance import (SCHEMA_PATH, Instance, JobSpec, instance_from_dict,
-                                     instance_json_schema, load_instance)
+from pacopt.cluster.instance import (
+    SCHEMA_PATH,
+    Instance,
+    JobSpec,
+    instance_from_dict,
+    instance_json_schema,
+    load_instance,
+)
 from pacopt.cluster.settings import ModelSettings
 from pacopt.cluster.topology import RampCluster
+from pacopt.infra.errors import InputError
 
 # DESIGN.md section 4's inline example: one step = 1 + 2 + 0.5 + 1 = 4.5 ms, so 225 ms in 50 steps.
 TINY = {"ops": [{"id": "a", "forward_ms": 1.0, "backward_ms": 2.0, "activation_bytes": 1e6,

@@ -32,7 +32,7 @@ from pacopt.cluster.solution import Solution
 from pacopt.solvers.validate import find_problems
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-SOLVE = "import sys; from pacopt.solvers.cli import solve_main; sys.exit(solve_main())"
+SOLVE = "import sys; from pacopt.cli import solve_main; sys.exit(solve_main())"
 #: What stderr shows once a method is at work: the episode's progress bar past job 0 (of 20,000:
 #: not the per-graph table bars before it), or the exact methods' live line with an incumbent.
 WORKING = {"online": re.compile(r"\|\s*[1-9]\d*/20000"), "exact": re.compile(r"incumbent\s+\d+")}

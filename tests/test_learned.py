@@ -12,7 +12,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from sb3_contrib import MaskablePPO
 
-from pacopt.cluster.errors import InputError
+from pacopt.infra.errors import InputError
 from pacopt.learned.agent import LearnedPolicy, load_checkpoint
 from pacopt.learned.env import PartitionEnv, WorkloadFamily
 from pacopt.learned.features import MAX_NODES, encode_graph
@@ -225,7 +225,7 @@ def test_a_run_initialised_from_an_older_checkpoint_takes_its_network_shape(tmp_
     (["--resume"], "no checkpoint to resume"),
 ])
 def test_train_command_bad_input_is_one_line_exit_2(tmp_path, capsys, args, message):
-    from pacopt.solvers.cli import pacopt_main
+    from pacopt.cli import pacopt_main
 
     assert pacopt_main(["train", "--out", str(tmp_path / "run"), *args]) == 2
     err = capsys.readouterr().err.strip()

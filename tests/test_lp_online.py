@@ -1,12 +1,12 @@
 """lp-online: a valid online policy, reproducible from its seed, that never reads ahead."""
 
 import pytest
-
 from offline_cases import CNN, SMALL_CLUSTER, TINY, random_jobs
-from pacopt.cluster.errors import InputError
+
 from pacopt.cluster.instance import instance_from_dict
 from pacopt.cluster.simulator import simulate
 from pacopt.formulations.lp_online import LpOnline
+from pacopt.infra.errors import InputError
 from pacopt.solvers.api import solve
 from pacopt.solvers.validate import find_problems
 

@@ -4,8 +4,8 @@ guarantee met on average."""
 
 import numpy as np
 import pytest
-
 from offline_cases import SMALL, random_jobs, small_problem
+
 from pacopt.formulations.lp_round import (
     Board,
     _Columns,

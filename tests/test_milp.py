@@ -13,10 +13,10 @@ import pytest
 from pacopt.cluster.instance import instance_from_dict
 from pacopt.cluster.policies import make_policy
 from pacopt.cluster.simulator import simulate
-from pacopt.formulations.interrupt import stoppable
 from pacopt.formulations.milp import build_model, compile_model, solve_milp
-from pacopt.formulations.offline import build_problem, objective
-from pacopt.formulations.warm import check_choice, warm_start_from
+from pacopt.formulations.offline import build_problem, check_choice, objective
+from pacopt.formulations.warm import warm_start_from
+from pacopt.infra.interrupt import stoppable
 
 GRAPHS = Path(__file__).resolve().parents[1] / "examples" / "graphs"
 
@@ -215,7 +215,7 @@ def test_stdout_comes_back_when_silenced_solves_overlap(tmp_path):
     script = tmp_path / "overlap.py"
     script.write_text(
         "import os, threading\n"
-        "from pacopt.formulations.quiet import c_stdout_silenced\n"
+        "from pacopt.infra.quiet import c_stdout_silenced\n"
         "a_open, b_open, a_closed = threading.Event(), threading.Event(), threading.Event()\n"
         "def lane_a():\n"
         "    with c_stdout_silenced():\n"

@@ -17,8 +17,13 @@ from pacopt.cluster.policies import make_policy
 from pacopt.cluster.simulator import simulate
 from pacopt.cluster.topology import RampCluster
 from pacopt.formulations.bound import solve_relaxation, worker_count_bound
-from pacopt.formulations.interrupt import stoppable
-from pacopt.formulations.offline import build_problem, footprints, objective, to_solution
+from pacopt.formulations.offline import (
+    build_problem,
+    footprints,
+    objective,
+    to_solution,
+)
+from pacopt.infra.interrupt import stoppable
 from pacopt.solvers.validate import find_problems
 
 CLUSTER = RampCluster()

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from pacopt.analysis import plot_training_curve
-from pacopt.cluster.errors import InputError
+from pacopt.infra.errors import InputError
 from pacopt.learned.agent import CHECKPOINT_DIR
 
 CURVE = pd.DataFrame({

@@ -5,17 +5,27 @@ import math
 import numpy as np
 import pytest
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.jct import JctModel
-from pacopt.cluster.paper import HELD_OUT_SEEDS, PAPER_DISTRIBUTIONS, TUNING_SEEDS, paper_instance
+from pacopt.cluster.paper_workload import (
+    HELD_OUT_SEEDS,
+    PAPER_DISTRIBUTIONS,
+    TUNING_SEEDS,
+    paper_instance,
+)
 from pacopt.cluster.pipedream import read_pipedream
-from pacopt.cluster.policies import (Decision, load_tuned, make_policy, nearest_paper_distribution,
-                                     tuned_choice)
+from pacopt.cluster.policies import (
+    Decision,
+    load_tuned,
+    make_policy,
+    nearest_paper_distribution,
+    tuned_choice,
+)
 from pacopt.cluster.settings import ModelSettings
 from pacopt.cluster.simulator import simulate
 from pacopt.cluster.state import ClusterState
 from pacopt.cluster.topology import RampCluster
 from pacopt.cluster.workload import paper as paper_beta
+from pacopt.infra.errors import InputError
 
 CLUSTER = RampCluster()
 

@@ -12,8 +12,8 @@ from pacopt.cluster.jct import JctModel
 from pacopt.cluster.policies import make_policy
 from pacopt.cluster.rollout import Rollout, play_rollout
 from pacopt.cluster.simulator import OnlineEpisode, simulate
-from pacopt.formulations.offline import build_problem
-from pacopt.formulations.warm import best_warm_start, check_choice
+from pacopt.formulations.offline import build_problem, check_choice
+from pacopt.formulations.warm import best_warm_start
 from pacopt.solvers.validate import find_problems
 
 GRAPHS = Path(__file__).resolve().parents[1] / "examples" / "graphs"

@@ -9,9 +9,15 @@ import pandas as pd
 import pytest
 import yaml
 
-from pacopt.analysis import comparable, load_study, read_table, run_study, study_from_dict
-from pacopt.analysis.cli import study_main
-from pacopt.cluster.errors import InputError
+from pacopt.analysis import (
+    comparable,
+    load_study,
+    read_table,
+    run_study,
+    study_from_dict,
+)
+from pacopt.analysis.study_command import study_main
+from pacopt.infra.errors import InputError
 from pacopt.solvers import api
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

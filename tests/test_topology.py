@@ -2,8 +2,8 @@
 
 import pytest
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.topology import DIAGONAL, RampCluster
+from pacopt.infra.errors import InputError
 
 CLUSTER = RampCluster()
 

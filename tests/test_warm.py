@@ -8,8 +8,8 @@ import pytest
 from pacopt.cluster.instance import instance_from_dict
 from pacopt.cluster.policies import make_policy
 from pacopt.cluster.simulator import simulate
-from pacopt.formulations.offline import build_problem
-from pacopt.formulations.warm import check_choice, greedy_choice, warm_start_from
+from pacopt.formulations.offline import build_problem, check_choice, greedy_choice
+from pacopt.formulations.warm import warm_start_from
 
 GRAPHS = Path(__file__).resolve().parents[1] / "examples" / "graphs"
 

@@ -5,9 +5,15 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from pacopt.cluster.errors import InputError
-from pacopt.cluster.workload import (CustomSkewNorm, Fixed, Uniform, WorkloadSpec, generate_jobs,
-                                     paper)
+from pacopt.cluster.workload import (
+    CustomSkewNorm,
+    Fixed,
+    Uniform,
+    WorkloadSpec,
+    generate_jobs,
+    paper,
+)
+from pacopt.infra.errors import InputError
 
 # The paper digest's table (section 6.3): mean, median, 10th and 90th percentiles.
 DIGEST = {"A": (0.55, 0.55, 0.19, 0.91), "B": (0.27, 0.25, 0.14, 0.44),

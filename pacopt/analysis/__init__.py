@@ -25,7 +25,7 @@ from pacopt.analysis.metrics import (
     summary,
     utilisation_over_time,
 )
-from pacopt.analysis.paper import PAPER_BLOCKING, paper_markdown, paper_table
+from pacopt.analysis.paper_results import PAPER_BLOCKING, paper_markdown, paper_table
 from pacopt.analysis.plots import (
     plot_blocking_by_distribution,
     plot_blocking_vs_load,
@@ -38,8 +38,14 @@ from pacopt.analysis.plots import (
     study_plots,
 )
 from pacopt.analysis.runner import read_table, run_cell, run_study
-from pacopt.analysis.spec import Cell, Study, load_study, method_known, study_from_dict
+from pacopt.analysis.study_spec import (
+    Cell,
+    Study,
+    load_study,
+    method_known,
+    study_from_dict,
+)
 from pacopt.analysis.table import add_gaps, comparable
 
 __all__ = [name for name in dir() if not name.startswith("_") and name not in
-           ("metrics", "paper", "plots", "runner", "spec", "table")]
+           ("metrics", "paper_results", "plots", "runner", "study_spec", "table")]

@@ -6,7 +6,7 @@ Most functions take the **jobs frame** (:func:`jobs_frame`): one row per job per
 result's cell parameters (method, distribution, seed, ...) beside the job's own columns (graph,
 beta, beta band, accepted, reason, degree, workers, jct_ms, seq_jct_ms, speedup). Throughput and
 worker utilisation per result are columns of the study table already (definitions in
-:mod:`pacopt.cluster.metrics`); :func:`summary` averages any table columns over seeds.
+:mod:`pacopt.cluster.episode_stats`); :func:`summary` averages any table columns over seeds.
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ from pacopt.analysis.metrics import (
     utilisation_over_time,
 )
 from pacopt.analysis.table import EXACT_STATUSES
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.jct import JobTable
 from pacopt.cluster.solution import Solution
+from pacopt.infra.errors import InputError
 
 _OPT_COLOUR, _BOUND_COLOUR = "0.25", "0.65"
 

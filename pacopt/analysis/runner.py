@@ -30,9 +30,9 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from pacopt.analysis.spec import Cell, Study
-from pacopt.cluster.errors import InputError
+from pacopt.analysis.study_spec import Cell, Study
 from pacopt.analysis.table import assemble, error_row, solution_row
+from pacopt.infra.errors import InputError
 
 #: Environment variables a Ray worker needs to see as the driver does (graph and cache folders).
 FORWARDED_ENV = ("PACOPT_PIPEDREAM_DIR", "PACOPT_CACHE_DIR")

@@ -6,7 +6,7 @@ Row columns: the cell (``cell``, ``instance``, ``method``, ``method_name``, ``op
 ``interarrival_ms``, ``preset``, ``cluster``, ``num_servers``, ``horizon_ms``,
 ``instance_file``), the outcome (``status``, ``validated``, ``arrived``, ``accepted``,
 ``blocking_rate``, ``bound_accepted``, ``solver_gap``, ``blocked_<reason>``), the episode metrics
-of :mod:`pacopt.cluster.metrics` (``throughput_jobs_per_hour``, ``demand_throughput_bytes_per_s``,
+of :mod:`pacopt.cluster.episode_stats` (``throughput_jobs_per_hour``, ``demand_throughput_bytes_per_s``,
 ``worker_utilisation``, ``mean_jct_ms``, ``mean_speedup``, ``mean_degree``), ``solve_seconds``
 and ``error`` (the reason of a failed cell).
 
@@ -31,7 +31,7 @@ import pandas as pd
 from pacopt.cluster.solution import REASONS, Solution
 
 if TYPE_CHECKING:
-    from pacopt.analysis.spec import Cell
+    from pacopt.analysis.study_spec import Cell
 
 #: Statuses of an exact method's result (online heuristics report ``heuristic``).
 EXACT_STATUSES = ("optimal", "feasible")

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from pacopt.cluster.errors import InputError
+from pacopt.infra.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ import json
 import os
 from pathlib import Path
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.graph import JobGraph, graph_from_dict
 from pacopt.cluster.pipedream import PIPEDREAM_MODELS, read_pipedream
+from pacopt.infra.errors import InputError
 
 #: The bundled example graphs, profiled by pacopt from models it defines (``pacopt.cluster.zoo``).
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples" / "graphs"

@@ -1,4 +1,4 @@
-"""Problem instances (``instance.json``, ``DESIGN.md`` section 4): reading, checking, freezing.
+"""Problem instances (``instance.json``, ``docs/formats.md``): reading, checking, freezing.
 
 The pydantic models below are the format's single definition: they validate input, and
 :func:`instance_json_schema` (committed as ``pacopt/schema/instance.schema.json``; regenerate it
@@ -16,12 +16,9 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.graph import JobGraph, graph_from_dict
 from pacopt.cluster.graph_sources import find_pipedream
-from pacopt.cluster.pipedream import PIPEDREAM_MODELS, read_pipedream
-from pacopt.cluster.settings import PRESETS, ModelSettings
-from pacopt.cluster.spec import (
+from pacopt.cluster.input_spec import (
     MAX_BYTES,
     MAX_DEPS,
     MAX_FILE_BYTES,
@@ -34,6 +31,8 @@ from pacopt.cluster.spec import (
     field_path,
     tagged_union,
 )
+from pacopt.cluster.pipedream import PIPEDREAM_MODELS, read_pipedream
+from pacopt.cluster.settings import PRESETS, ModelSettings
 from pacopt.cluster.topology import RampCluster
 from pacopt.cluster.workload import (
     Beta,
@@ -42,6 +41,7 @@ from pacopt.cluster.workload import (
     generate_jobs,
     require_graph,
 )
+from pacopt.infra.errors import InputError
 
 __all__ = ["Instance", "InstanceSpec", "JobSpec", "SCHEMA_PATH", "check_file", "check_graph",
            "instance_from_dict", "instance_json_schema", "load_instance", "read_json_file",
@@ -289,7 +289,7 @@ def _load_graph(name: str, entry: SpecModel, base_dir: Path) -> JobGraph:
 
 
 def check_graph(graph: JobGraph) -> JobGraph:
-    """``graph`` if its size and values are within pacopt's limits (:mod:`pacopt.cluster.spec`),
+    """``graph`` if its size and values are within pacopt's limits (:mod:`pacopt.cluster.input_spec`),
     whatever its source (inline, a file, a PipeDream profile); else InputError saying which."""
     if graph.num_ops > MAX_OPS or len(graph.deps) > MAX_DEPS:
         raise InputError(f"graph '{graph.name}': {graph.num_ops} ops and {len(graph.deps)} "

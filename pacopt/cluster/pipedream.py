@@ -12,8 +12,8 @@ import json
 import urllib.request
 from pathlib import Path
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.graph import JobGraph, Op
+from pacopt.infra.errors import InputError
 
 #: The public source of the 14 profiles, pinned to the commit PAC-ML's graphs come from.
 PIPEDREAM_COMMIT = "7db6a1c3e64996d5b319faec6ca38cb31bfea1c4"

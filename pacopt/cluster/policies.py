@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.jct import JctModel, JobTable, LiveOptions
+from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS
 from pacopt.cluster.placement import Placement
-from pacopt.cluster.paper import PAPER_DISTRIBUTIONS
 from pacopt.cluster.state import EPS_MS, ClusterState
 from pacopt.cluster.workload import paper as paper_beta
+from pacopt.infra.errors import InputError
 
 if TYPE_CHECKING:
     from pacopt.cluster.instance import Instance
@@ -329,10 +329,13 @@ BASELINES = {"fixed:K": FixedDegree, "fixed-or-min:K": FixedOrMin, "tuned": Tune
 POLICIES = {**HEURISTICS, **BASELINES}
 
 
-def make_policy(name: str, instance: Instance | None = None) -> Policy:
+def make_policy(name: str, instance: Instance | None = None, checkpoint=None) -> Policy:
     """A fresh policy by name (see :data:`POLICIES`): ``fixed:4``, ``fixed-or-min:8``, ``tuned``
     or a heuristic. ``instance`` lets ``tuned`` recognise the beta distribution and preset and
-    bounds K by the instance's largest degree. Unknown names and bad K raise :class:`InputError`."""
+    bounds K by the instance's largest degree. Unknown names, bad K and a ``checkpoint`` (these
+    policies learn nothing) raise :class:`InputError`."""
+    if checkpoint is not None:
+        raise InputError(f"--checkpoint applies to the learned method only, not '{name}'")
     if name in HEURISTICS:
         return HEURISTICS[name]()
     if name == "tuned":

@@ -20,8 +20,8 @@ from torch import fx, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.graph import JobGraph, Op
+from pacopt.infra.errors import InputError
 
 #: FLOPs per output element for ops the FLOP counter has no formula for (elementwise, norms,
 #: pooling, softmax, embedding lookups). These ops are memory bound on an A100 for any small

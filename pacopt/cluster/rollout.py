@@ -30,9 +30,8 @@ from pacopt.cluster.simulator import OnlineEpisode
 from pacopt.cluster.solution import Solution
 from pacopt.cluster.workload import JobSpec
 
-#: Sampled-future defaults: streams per decision, and arrivals each fork plays. Measured on
-#: 1001-job paper episodes: a 40-arrival horizon favours greedy choices and loses to ``tuned``
-#: on beta A (training seed 1: 0.212 against 0.208 with 100 arrivals, ``tuned`` 0.227).
+#: Sampled-future defaults: streams per decision, and arrivals each fork plays. A shorter
+#: horizon favours greedy choices and loses to ``tuned`` (``docs/experiments.md``, Warm starts).
 SAMPLED_FUTURES = 8
 SAMPLED_HORIZON = 100
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from pacopt.cluster.errors import InputError
+from pacopt.infra.errors import InputError
 
 PRESETS = ("ddls", "physical")
 

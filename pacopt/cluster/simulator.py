@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
+from pacopt.cluster.episode_stats import episode_metrics
 from pacopt.cluster.jct import JctModel
-from pacopt.cluster.metrics import episode_metrics
 from pacopt.cluster.policies import Decision, Policy
 from pacopt.cluster.solution import JobRecord, Solution
 from pacopt.cluster.state import EPS_MS, ClusterState

@@ -1,4 +1,4 @@
-"""The solution object every method returns, and its JSON result format (DESIGN.md section 5).
+"""The solution object every method returns, and its JSON result format (``docs/formats.md``).
 
 A :class:`Solution` lists one :class:`JobRecord` per arrived job. Accepted jobs carry their degree,
 their footprint (``workers``, names ``c-r-s``) and ``blocks``: one block label per forward op
@@ -15,7 +15,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pacopt.cluster.errors import InputError
+from pacopt.infra.errors import InputError
 
 STATUSES = ("optimal", "feasible", "infeasible", "heuristic", "error")
 REASONS = ("rejected", "no_placement", "deadline", "horizon")
@@ -122,7 +122,9 @@ class Solution:
     @classmethod
     def load(cls, path: str | Path) -> Solution:
         """Read a result file; InputError naming the file and why if it is not one."""
-        from pacopt.cluster.instance import read_json_file  # the one checked JSON reader
+        from pacopt.cluster.instance import (
+            read_json_file,  # the one checked JSON reader
+        )
 
         data = read_json_file(path, "result")
         try:
@@ -133,7 +135,7 @@ class Solution:
 
 # ----- reading results back: field types ------------------------------------------------------
 _NUMBER, _INT, _TEXT, _FLAG = "a number", "an integer", "a string", "true or false"
-#: field -> (kind, may be null, required); the result format of DESIGN.md section 5.
+#: field -> (kind, may be null, required); the result format of ``docs/formats.md``.
 _SOLUTION_TYPES = {
     "method": (_TEXT, False, True), "preset": (_TEXT, False, True),
     "status": (_TEXT, False, True), "jobs": ("a list", False, True),

@@ -15,7 +15,7 @@ import math
 from dataclasses import asdict, dataclass
 from functools import cached_property, lru_cache
 
-from pacopt.cluster.errors import InputError
+from pacopt.infra.errors import InputError
 
 DIAGONAL = -1  # the third entry of a diagonal shape (the reference writes (m, m, -1))
 _FREE_BLOCK_CACHE_LIMIT = 500_000

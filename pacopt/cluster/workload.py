@@ -19,8 +19,8 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from scipy.stats import skewnorm
 
-from pacopt.cluster.errors import InputError
-from pacopt.cluster.spec import MAX_JOBS, MAX_MS, SpecModel, tagged_union
+from pacopt.cluster.input_spec import MAX_JOBS, MAX_MS, SpecModel, tagged_union
+from pacopt.infra.errors import InputError
 
 #: Seed of the skew-normal samples a :class:`CustomSkewNorm` PMF is built from.
 PMF_SEED = 0

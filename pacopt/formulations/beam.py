@@ -1,5 +1,5 @@
-"""Beam search over the jobs in arrival order: the strongest constructive heuristic measured for
-the offline problem, and the exact search's first incumbent.
+"""Beam search over the jobs in arrival order: pacopt's strongest constructive heuristic for the
+offline problem, and the exact search's first incumbent.
 
 Offline every arrival is known, so a choice can be built job by job in arrival order. A job
 conflicts only with the jobs already started and still running when it arrives: a footprint free
@@ -15,23 +15,13 @@ until the same times are the same state for the future; one of them is kept. Of 
 
 survive, where a job's worth is the mean over jobs of their options' least worker-time. Without
 the second term a state that took one more job by tying up servers far into the future always
-wins, and the beam fills with such states (paper workload, beta A, seed 0, 200 jobs, width 200:
-181 accepted, against 191 with it).
+wins, and the beam fills with such states.
 
 :func:`beam_search` widens the beam (:data:`FIRST_WIDTH`, then doubling) while the next width is
-expected to finish before its deadline, and keeps the best choice. Measured on the paper workload
-(beta A, seed 0, no horizon; one core): 200 jobs, widths 50 / 100 / 200 / 400 / 800 / 1600
-accept 191 / 193 / 191 / 194 / 194 / 194, in 0.5 / 1.2 / 2.6 / 5.4 / 11 / 25 s; 1001 jobs,
-widths 50 / 100 / 200: 907 / 910 / 914 in 3.3 / 6.1 / 9.9 s (the whole exact search with a
-150 s beam share: 921). For comparison, the hindsight rollout over the best best-fit rule
-accepts 189 and 874, and the exact search's window steps had reached 193 in 60 s and 888-894
-in 600 s from there (896 in 30 minutes). A beam is not monotone in its width (which of several
-equal choices survives decides much), hence the best of all widths is kept.
-:data:`FUTURE_WEIGHT` was chosen on seeds 1-6 (200 jobs, all four beta distributions; seed 0 is
-the benchmark's; with a first version that broke near-equal scores by rounding noise): 0.25 and
-0.5 accepted the same on 23 of the 24 episodes and one job apart on the other (seeds 1-3 at
-width 200, 4-6 at 400); 0.75, run on seeds 1-3 only, accepted 2231 in all against 2238 and 2239,
-more than 0.5 on five episodes and fewer on five.
+expected to finish before its deadline, and keeps the best choice: a beam is not monotone in its
+width (which of several equal choices survives decides much), hence the best of all widths is
+kept. What each width accepts and costs, and how :data:`FUTURE_WEIGHT` was chosen:
+``docs/experiments.md`` (Beam search).
 """
 
 from __future__ import annotations
@@ -43,12 +33,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pacopt.cluster.simulator import EPS_MS
+from pacopt.cluster.state import EPS_MS
 from pacopt.formulations.best_fit import BestFit
 
 FUTURE_WEIGHT = 0.5  # jobs' worth of value per job's worth of worker-time held into the future
 FIRST_WIDTH = 50  # the first beam's width; each next one is twice as wide
-WIDENING_COST = 2.2  # a beam twice as wide takes about this many times as long (measured 2.1-2.3)
+WIDENING_COST = 2.2  # a beam twice as wide takes about this many times as long (measured)
 
 
 class _State(NamedTuple):

@@ -15,9 +15,8 @@ each arrival it tries every degree with a free footprint, and reject, by letting
 the next ``horizon`` arrivals, and keeps the degree whose play accepts the most of them (ties go
 to the rule's own degree), as :mod:`pacopt.cluster.rollout` does for online policies.
 
-Measured on the paper workload (ddls, beta A, seed 0, no horizon): ``fixed-or-min:8`` accepts
-714 of 1001 jobs placed by first-fit and 868 placed by best fit (200 jobs: 158 and 180); the
-best online method (``fixed-or-min:6``) 780 and 178; the rollout over the best rule 189 of 200.
+What best fit gains over first-fit on the paper workload, and what the rollout adds:
+``docs/experiments.md`` (Warm starts).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ import time
 
 import numpy as np
 
-from pacopt.cluster.simulator import EPS_MS
+from pacopt.cluster.state import EPS_MS
 from pacopt.formulations.offline import OfflineProblem
 
 #: Weight of each block size's share of free blocks in a placement's score: the large sizes,

@@ -7,28 +7,14 @@ running hold at most all the workers. Any feasible offline schedule induces a fe
 this relaxation with the same accepted jobs, so its optimum (or any dual bound of it) bounds the
 offline optimum, and so every online policy.
 
-It has a handful of variables per job instead of hundreds of placed options, so its LP solves in
-well under a second for a 1001-job episode, and the integer model improves on that bound within
-a time limit (HiGHS, with its log off).
+It has a handful of variables per job instead of hundreds of placed options, so its LP is cheap
+even on the largest episodes, and the integer model improves on that bound within a time limit
+(HiGHS, with its log off).
 
-**How far a bound of this kind can go** (200-job paper episode, measured): the relaxation's own
-integer optimum is at least 195 (HiGHS found such a selection in 300 s; its dual bound stayed at
-198), and a full solution accepting 195 exists (found by a first version of the beam search,
-:mod:`pacopt.formulations.beam`, at width 1000). So no bound that ignores placement can get
-below 195 there, and 195 would be tight; the gap to close is 198 against 195. Shapes at a single
-instant do not close it: on 4x4x2 the convex hull of the packable block-size vectors (counts n_s
-of blocks of size s, enumerated exactly) is just ``n16 + n9 <= 2``,
-``4 n16 + 3 n9 + 2 n8 + 2 n6 + n4 + n3 <= 8`` and the worker count, and adding the first two
-rows at every instant left the dual bound at 198 (and at 99 for 100 jobs) after 30 s. What
-binds is that a job keeps its block for its whole run.
-
-Nor does keeping a coarse *where* for the whole run: splitting the servers into cells (the two
-server layers of 16; or 8 cells of 4, by group and layer, or by rack and layer), each job held
-per-cell worker counts for its whole run and each cell its capacity at every maximal instant.
-The LP bound stayed where the worker count leaves it (200 jobs: 199.83 for the count and the
-layers, 199.74 by group and layer, the rack cells' LP unfinished after 60 s; 1001 jobs: 977.49
-for the count and the layers), and within 60 s HiGHS's integer bound got no lower than the
-count's (198 against 199 for the layers and the group cells).
+On the paper workload its bound stays above the best known solutions, and neither shape rows at
+single instants nor per-cell worker counts tightened it: what binds is that a job keeps its
+block for its whole run. How far a bound of this kind can go, and what was tried:
+``docs/experiments.md`` (Bounds).
 """
 
 from __future__ import annotations
@@ -41,9 +27,9 @@ import highspy
 import numpy as np
 from scipy.sparse import csc_array
 
-from pacopt.formulations.interrupt import run_stoppable
 from pacopt.formulations.offline import OfflineProblem, maximal_cliques
-from pacopt.formulations.quiet import c_stdout_silenced
+from pacopt.infra.interrupt import run_stoppable
+from pacopt.infra.quiet import c_stdout_silenced
 
 
 @dataclass

@@ -8,15 +8,16 @@ shared weighted objective ``sum(coefficient[k] * x[k])``
 When every job is required the count is fixed and the model is a pure feasibility problem.
 
 The model is written straight into CP-SAT's model proto, one bulk ``extend`` per constraint,
-rather than through ``CpModel``'s expression API: a 200-job paper episode (42k options, 1M
-literals) then builds in about 0.1 s instead of 0.5 s.
+rather than through ``CpModel``'s expression API, which is much slower to build models of a
+large episode's size.
 
 The search stops as soon as the bound on accepted jobs meets the incumbent (the headline number
 is proven even if the tie-break is not), at the time limit, or on Ctrl-C, which stops it
 gracefully and returns the best solution found so far. No aggregated worker-capacity rows or
 symmetry breaking: the former (sum of workers <= servers at each instant) is implied by the
-rows and made the search worse (168 instead of 175 of 200 jobs in 60 s), and the latter is not
-valid (blocks of one size are not all equivalent once other jobs hold some).
+rows and made the search worse, and the latter is not valid (blocks of one size are not all
+equivalent once other jobs hold some). Measurements: ``docs/experiments.md`` (Exact search:
+CP-SAT settings).
 """
 
 from __future__ import annotations
@@ -29,40 +30,26 @@ from contextlib import nullcontext
 
 from ortools.sat.python import cp_model
 
-from pacopt.formulations.interrupt import run_stoppable
 from pacopt.formulations.offline import (
     ExactResult,
     Objective,
     OfflineProblem,
     Progress,
-    Stop,
-    available_cores,
+    check_choice,
     objective,
 )
-from pacopt.formulations.warm import check_choice
+from pacopt.infra.concurrency import Stop, available_cores
+from pacopt.infra.interrupt import run_stoppable
 
 __all__ = ["build_model", "solve_cpsat"]
 
 #: Models with more options than this are searched without CP-SAT's LP relaxation and with a
-#: lighter presolve. On small models, such as the window steps of
-#: :mod:`~pacopt.formulations.decomposition` (15-20 jobs, 3k-4k options), the LP and its cuts
-#: prove optima fast (53 small contended test instances: 0.3 s in all with it, 11 s without; a
-#: 100-job paper episode's window search reached 93 jobs after 19 s with it, 28 s without). On
-#: large models it accepts (almost) every job fractionally, so its bound never got below the
-#: trivial one in our measurements, and the time CP-SAT spends on it (also inside its
-#: neighbourhood searches) is better spent searching: whole 50 / 100 / 200-job paper episodes
-#: (10k to 42k options, 2 workers, 60 s, warm-started) reached 47 / 88 / 173 jobs instead of
-#: 46 / 79 / 160. Presolve's probing takes about a third of the presolve time there for no gain
-#: in the final incumbent. For the all-required checks of :mod:`~pacopt.formulations.realise`
-#: no other setting measured did better in the search. On 69 of the window search's checks (30-75
-#: jobs, its time limits, 1 worker) on two 200-job incumbents: these settings placed 3 sets in
-#: 295 s in all; probing on placed 5 in 291 s, but a 60 s search with it still ended at 193
-#: (twice); the LP at level 1 placed 3 (5 with probing), at level 2 1 in 435 s; CP-SAT's fixed
-#: search placed 4 in 449 s, some of them in 1-2 s where these settings ran out of time, but it
-#: proved few sets infeasible, and checks that fall back on it after 40 % of their time made 60 s
-#: searches end at 191 (twice). On the same checks, a hint that CP-SAT repairs (``repair_hint``)
-#: placed 4 in 357 s, a partial hint (only the incumbent's options, set to 1) 4 in 304 s, and 2
-#: workers per check 5 in 306 s (twice the core time; see the decomposition's lanes).
+#: lighter presolve (no probing). On small models, such as the window steps of
+#: :mod:`~pacopt.formulations.decomposition`, the LP and its cuts prove optima fast; on large
+#: ones the LP accepts (almost) every job fractionally, so its bound does not help, and the time
+#: CP-SAT spends on it and on probing is better spent searching. The all-required checks of
+#: :mod:`~pacopt.formulations.realise` use the same settings: no other did better in the search.
+#: Measurements: ``docs/experiments.md`` (Exact search: CP-SAT settings).
 LARGE_MODEL_OPTIONS = 5000
 
 
@@ -103,7 +90,7 @@ def build_model(problem: OfflineProblem, weights: Objective,
     return model
 
 
-class _Monitor(cp_model.CpSolverSolutionCallback):
+class _CpsatProgress(cp_model.CpSolverSolutionCallback):
     """Tracks incumbent and bound (in accepted jobs), reports improvements, stops when they meet.
 
     CP-SAT calls it from its worker threads, hence the lock.
@@ -186,7 +173,7 @@ def solve_cpsat(problem: OfflineProblem, *, time_limit: float | None = None,
         params.max_time_in_seconds = max(0.0, time_limit - (time.perf_counter() - started))
     # Rejecting everything is feasible (unless jobs are required) and no job has two options, so
     # the number of jobs that have any option bounds the optimum before the solver says anything.
-    monitor = _Monitor(weights, sum(1 for group in problem.by_job if group), started, progress)
+    monitor = _CpsatProgress(weights, sum(1 for group in problem.by_job if group), started, progress)
     monitor.stop = solver.stop_search
     searching = _has_objective(problem)
     if searching:

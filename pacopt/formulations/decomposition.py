@@ -1,147 +1,27 @@
-"""How the exact methods search: a portfolio of two lanes sharing one incumbent.
+"""How the exact methods search: warm starts, the relaxation's bound, then a large-neighbourhood
+search over windows of jobs in arrival order, in two lanes sharing one incumbent.
 
-1. **Warm starts** (:func:`~pacopt.formulations.warm.best_warm_start`): the offline best-fit
-   rules at every legal K, then the beam search over them (:mod:`pacopt.formulations.beam`),
-   widening for up to :data:`BEAM_SHARE` of the time, then within :data:`ONLINE_SHARE` more a
-   hindsight rollout over the best rule (:mod:`pacopt.formulations.best_fit`), every registered
-   online method (:func:`~pacopt.formulations.warm.online_policies`: ``tuned``,
-   ``fixed-or-min:K`` and ``fixed:K`` at every legal K, the heuristics; callers may add the
-   learned agent) and a hindsight rollout over the best of them
-   (:mod:`pacopt.cluster.rollout`); the best of them and the caller's warm start is the first
-   incumbent. On large episodes the beam is by far the strongest of them, and at least as strong
-   as anything the steps below found from the others (paper workload, beta A, seed 0: 194 of 200
-   within its 15 s share of a 60 s search, where the steps reached 193 in 60 s; 921 of 1001
-   within its 150 s share of a 600 s search, where they reached 888-894 in 600 s and 896 in 30
-   minutes), so it gets its own share first. From its choice the steps below gained in only 2 of
-   the README's 20 benchmark rows (two jobs each, beta B at 500 and 1001 jobs), but they still
-   prove optima (the relaxation's bound) and improve weaker starts.
+Why: a backend's search of the whole model of a large episode stalls far below what re-deciding
+small windows of jobs around a fixed incumbent reaches, and "place every job of this set" is the
+backends' strongest primal step. :func:`solve_decomposed` runs four steps with either backend:
 
-2. **Relax.** The worker-count relaxation (:mod:`pacopt.formulations.bound`) gives the proven
-   bound and a selection of jobs it could accept. It gets a capped share of the time.
-3. **Realise with drops** (:mod:`pacopt.formulations.realise`): the relaxation's selection is
-   placed with every job required, chunk by chunk in arrival order; where a chunk does not fit,
-   the first prefix that does not is found and one job of it dropped. The result replaces the
-   incumbent when it accepts more (with the incumbent's other jobs added where they fit). When
-   the selection meets the bound and nothing is dropped, that proves the optimum (how the
-   previous search proved 50-job paper episodes in 10 s on an idle machine).
-4. **Improve by windows**, a large-neighbourhood search in time: jobs in arrival order are cut
-   into half-overlapping windows; a step re-decides one window's jobs around the incumbent's
-   choices that run at the same time (kept as they are) and replaces them when it accepts more
-   jobs (or as many with less worker-time). Two moves: the *objective* move asks the backend to
-   maximise over the window (warm-started with the incumbent); the *required* move asks it to
-   place every job of the window, then with drops (step 3), stopping once no more than the
-   incumbent's jobs of the window are left. Each pass cuts between the previous pass's cuts;
-   after two passes in a row that each gain fewer accepted jobs than :data:`STALE_GAIN` of all
-   jobs (and at least one) the windows grow by half, and once a window spans every job the
-   objective move is the backend's search of the whole model for the time left (its bound may
-   prove the optimum). Small models (up to :data:`FULL_SEARCH_OPTIONS` options) start there.
+1. **Warm starts** (:func:`~pacopt.formulations.warm.best_warm_start`): best-fit rules, the beam
+   search (:data:`BEAM_SHARE` of the time), online methods and rollouts; the best is the first
+   incumbent.
+2. **Relax**: the worker-count relaxation (:mod:`pacopt.formulations.bound`) gives the proven
+   bound and a selection of jobs.
+3. **Realise with drops** (:mod:`pacopt.formulations.realise`): the selection is placed with every
+   job required, chunk by chunk in arrival order; where a chunk does not fit, one job of the
+   first prefix that does not is dropped.
+4. **Improve by windows**: re-decide half-overlapping windows of jobs around the incumbent's
+   other choices, by maximising over the window (*objective* move) or by placing all its jobs
+   (*required* move); windows grow after stale passes, up to a search of the whole model.
 
-**The portfolio.** ``threads`` bounds the total: with two or more, two *lanes* run side by side
-in threads, each with half of them for its backend calls. The *objective lane* starts at once
-from the warm start and runs objective windows; the main lane relaxes, realises, then runs
-required windows. They share the incumbent: a step commits only if its choices still fit with
-the incumbent's other jobs at that moment (the other lane may have changed them) and are better
-than what the incumbent has there now. Whichever lane proves the optimum (incumbent = bound)
-stops the other. With one thread a single lane does it all, a required then an objective step per
-window. The solver calls release the GIL, so the lanes really run side by side (two CP-SAT calls
-with a 4 s limit, 100 jobs, on a loaded machine: 6.2 s side by side, 11.1 s one after the other).
-
-Why windows: on a 100-job paper episode (20k options) CP-SAT's own search of the whole model,
-warm-started, went from 76 to 93 accepted jobs in about 9 minutes; the window search reaches 93
-in one to two minutes, and most of its steps are proven optimal within a second. Why required
-sets: a 20-job window that the objective move leaves at 19 of 20 after 20 s is placed whole in
-0.7 s.
-
-The measurements below were made before the beam search existed, from the rollout's warm
-starts (189 of 200, 870 of 1001): they say what the steps above can and cannot do on their own.
-
-Measured and left out, *space-time windows*: the jobs of a longer run of arrivals (40-100)
-whose footprint lies inside one region (a layer of 16 servers, or a block of 8), plus the
-rejected ones there, re-decided around everything else, so that a region can be reorganised over
-a longer time than a window spans. On a 600 s search's final 1001-job incumbent (889): +1 in
-150 s (halves, 40 or 100 arrivals), +0 in 120 s (blocks of 8, 60 arrivals); most steps were
-proven optimal with no gain.
-
-Measured and left out, *segments first*. On the 1001-job paper episode (beta A, seed 0, 2
-threads) this search stalls at 888-890 accepted jobs in 600 s, while the same search on each of
-its five 200-job segments alone (as if no other job existed), 60 s each, accepts 188, 180,
-178-179, 179-180 and 178: 904-906 in all. 300 s on one segment alone gave no more than 60 s
-(178 against 179), so the whole search is stuck in a worse local optimum, not short of time.
-But the segments do not join: each assumes an empty cluster where it begins, and dropping the
-jobs that clash with the previous segment's running ones leaves 860. From there the whole search
-won back most of them, ending at 893 and 891 (scratch runs: segments 300 s, then the whole 300
-s), and 890 built into this search (warm starts, segments with half the time left, restart from
-the join, keeping the better incumbent): within the plain search's run-to-run spread, so not
-worth the machinery. Searching the segments in turn *with* the previous segment's running jobs
-fixed (nothing to drop) ended lower: 887 (880 after the segments) in one run, 883 in
-another.
-
-Measured and left out, an *insertion* move. For each job the incumbent rejects, the required
-move runs on that job plus the incumbent's jobs arriving from one longest JCT (about 20 s) before
-it to the end of its longest run, so every job running when it arrives is free to move. On a
-600 s search's final 1001-job incumbent (889), one sweep inserted 2 jobs in 150 s. With twice
-the reach before (and 15 s more after), a sweep inserted 1 job on a 200-job incumbent (191) in
-57 s, but none in 300 s at 1001 jobs, where its checks ran out of time undecided. Run as a step
-of the required lane after each stale pass, it took time that the growing required windows use
-better: 190 and 191 of 200 in 60 s, against 192 and 193 without it.
-
-Where 194 of 200 comes from (paper workload, beta A, seed 0, 2 threads). Started from a 193-job
-incumbent, this search found 194 after 465 s and after 480 s (two runs), the second time
-(traced) by the required move on the last 75 jobs, once the required windows had grown to 100.
-That one move, run alone on each of two 193-job incumbents (one of them a 60 s run's), gains a
-job in 6.3-6.5 s on one thread, and so does jobs 120-194 (9.4 s); shorter tails (the last 50-70
-jobs) gain nothing, and five other 75-job windows and three of 100 jobs ran out of their time
-(19 s, 25 s) with no gain. A 60 s run reaches 193 after 52-54 s with its required windows at 30
-jobs, and no schedule tried got further: required windows starting at 30, 40 or 75 jobs (191
-twice, 190, 189), growing twofold (189 twice), or growing after one stale pass instead of two
-(193 four times, reached after 43-50 s). At 1001 jobs the same move finds nothing: ten 75-job
-required windows spread over an 889-job incumbent each used its 19 s with no gain, and so did
-six of them with the drops alone (no all-required attempt), each drop given an equal share of
-the time (that variant gains the 200-job tail's job in 4.2 s).
-
-Where a 600 s run at 1001 jobs spends its time (traced, 889 at the end): the warm start (870)
-after 13 s; then the relaxation's 30 s and the realisation's 170 s, which gave nothing: its
-input is the relaxation's best selection after 30 s (896 jobs, against the bound's 971), and
-realised alone to the end (217 s, 52 drops) it places 844. Meanwhile the objective lane takes
-the incumbent to 888 by 252 s. The required lane starts at 211 s and gains 3 jobs with 20- and
-30-job windows. With :data:`REALISE_SHARE` 0.05 one run reached 889 at 263 s instead of 472 s
-but ended at 890, within the spread, so the share stayed. Larger windows do gain there, given
-time: 50-job required windows at ten places on the 889-job incumbent gained a job at two of
-them (3.0 s and 8.4 s), and the 890 of the run with the smaller share, searched 1200 s more
-with windows from 50 jobs (objective windows from 33), reached 896 after 466 s, the best known,
-with nothing more in the last 734 s.
-
-Also measured and left out on the 200-job episode (60 s, 193 for the search as it is): only
-options inside one of the two 16-server layers when a job has any (190); a tie-break that packs
-footprints into one layer and towards low positions, keeping the other free for the large jobs
-(190, 190, 192); instead of windows, CP-SAT's interleaved search of the whole model on 2
-workers from a 193-job hint (193 after 300 s; its neighbourhood searches never ran); and
-required windows in both lanes, the second one's from the last window back (from 20, 50 or 100
-jobs: 192 each) or forwards from 45 jobs (191). The objective lane gains no job in a 60 s run
-here, yet every run without it ended lower. Nor did one lane whose backend calls each get both
-threads (191, 191 with required windows alone; 190, 190 with both moves in turn), although a
-check on 2 workers places more sets (:data:`~pacopt.formulations.cpsat.LARGE_MODEL_OPTIONS`).
-Variants of the required move, on the 30-job windows of the 189-job warm start (the move as it
-is gains at 2 of them in 42 s):
-
-- a *cardinality* move, one CP-SAT call asking for a placement of at least one more of the
-  window's jobs than the incumbent holds (no objective; the solver picks which to drop): gains
-  at none of the 11 windows it ran on, each out of its 7.5 s;
-- the "incumbent's jobs plus one" tries given equal shares of the step's time, instead of the
-  first taking what it needs: the same 2 windows, in 37 s;
-- the rejected jobs tried cheapest first (least worker-time) instead of in arrival order: the
-  same 2 windows, in 42 s. On seven 50-job windows of a 193-job incumbent it gains at none,
-  like the move as it is (64 s each).
-
-The proven bound, though, is the relaxation's, and where jobs go binds on this workload: of the
-138 maximal instants of the relaxation's best 200-job selection, 7 cannot hold their jobs even
-on their own, and a placement must also stay put over each job's run. So on large episodes the
-bound stays a few per cent above the best known solution (how far any placement-blind bound can
-go: :mod:`pacopt.formulations.bound`).
-
-Each step's model is the backend's own (``milp``: Pyomo + HiGHS; ``cpsat``: CP-SAT); only the
-relaxation is shared, and its bound is valid for both. Ctrl-C ends the whole search (both
-lanes) with the best solution so far.
+With two or more threads an objective lane and a required lane run side by side and commit to
+the shared incumbent only what still fits. Each step's model is the backend's own; only the
+relaxation is shared, and its bound is valid for both. Ctrl-C ends both lanes with the best
+solution so far. The full description is ``docs/notes/decomposition.md``; what was measured and
+left out, ``docs/experiments.md`` (Exact search: the window search).
 """
 
 from __future__ import annotations
@@ -151,25 +31,21 @@ import time
 from collections.abc import Callable, Sequence
 
 from pacopt.cluster.policies import Policy
-from pacopt.cluster.simulator import EPS_MS
+from pacopt.cluster.state import EPS_MS
 from pacopt.formulations.bound import solve_relaxation
-from pacopt.formulations.interrupt import run_stoppable
 from pacopt.formulations.offline import (
     ExactResult,
     OfflineProblem,
     Progress,
-    Stop,
-    available_cores,
-    restrict,
-)
-from pacopt.formulations.realise import place, realise
-from pacopt.formulations.warm import (
-    best_warm_start,
     check_choice,
     choice_value,
     greedy_choice,
-    online_policies,
+    restrict,
 )
+from pacopt.formulations.realise import place, realise
+from pacopt.formulations.warm import best_warm_start, online_policies
+from pacopt.infra.concurrency import Stop, available_cores
+from pacopt.infra.interrupt import run_stoppable
 
 Backend = Callable[..., ExactResult]
 BEAM_SHARE = 0.25  # of the time limit, for the beam search, the first warm start after the rules
@@ -202,7 +78,7 @@ def solve_decomposed(problem: OfflineProblem, backend: Backend, *, time_limit: f
     """
     total = threads or available_cores()
     lanes = 2 if total >= 2 else 1
-    search = _Search(problem, backend, max(1, total // lanes), time_limit, warm_start or {},
+    search = _WindowSearch(problem, backend, max(1, total // lanes), time_limit, warm_start or {},
                      progress)
     helpers: list[threading.Thread] = []
     try:
@@ -239,7 +115,7 @@ def solve_decomposed(problem: OfflineProblem, backend: Backend, *, time_limit: f
     return search.result()
 
 
-class _Search:
+class _WindowSearch:
     """The shared incumbent, the bound and the clock of one :func:`solve_decomposed` call.
 
     Lanes read the incumbent freely (a dict is replaced, never changed in place) and change it
@@ -371,8 +247,8 @@ class _Search:
                         break
             if size >= count and not improved:
                 return  # the whole model was searched as long as the step allowed
-            # Single jobs keep trickling in long after small windows have done their work (a
-            # 1001-job episode: +2 per 40 s pass), so a pass counts as stale below a share.
+            # Single jobs keep trickling in long after small windows have done their work on
+            # large episodes, so a pass counts as stale below a share (docs/experiments.md).
             gain = len(self.incumbent) - before
             stale = stale + 1 if gain < max(1.0, STALE_GAIN * count) else 0
             shifted = not shifted  # the next pass cuts between this pass's cuts

@@ -1,88 +1,23 @@
 """The job-level exact problem: per-op split counts and their blocks for one job, empty cluster.
 
-Choose, for every forward op k, a split count p_k (its backward op gets the same count) and, for
-every count used, one RAMP block of that size: ops with equal counts share it, as the reference
-placer's parent reuse does. Either minimise the model JCT using at most ``budget`` workers, or
-minimise the workers whose model JCT meets ``deadline_ms``. Ties are broken lexicographically:
-fewest workers among the fastest plans, fastest plan among the smallest ones.
+Choose, for every forward op, a split count (its backward op gets the same) and, for every count
+used, one RAMP block of that size: ops with equal counts share it, as the reference placer's
+parent reuse does. Either minimise the model JCT using at most ``budget`` workers, or minimise
+the workers whose model JCT meets ``deadline_ms``; ties are broken lexicographically (fewest
+workers among the fastest plans, fastest plan among the smallest ones). Why: for one job, the
+optimum bounds in the model what any degree rule placed by first-fit achieves within the same
+workers, so it shows what per-op counts could gain over PAC-ML's single degree per job.
 
-**Choices.** p_k ranges over the sizes that have a RAMP block on the cluster and are at most
-``min(max_partitions_per_op, smallest even number >= ceil(forward_ms / quantum_ms))`` (PAC-ML's
-quantum cap, :func:`~pacopt.cluster.partition.op_count` at the largest degree); p_k = 1 when the
-forward time is 0. Odd counts with a block (3 and 9 on 4x4x2) are allowed: pacopt partitions and
-times them like any other count, though the reference's degree rule never produces them.
+The model JCT (:func:`model_jct_ms`) sums compute, edge transfers, the join edge's collective
+and the parameter syncs per training step: an upper-bound-style model of the simulator, so
+:func:`optimise_job` re-simulates each plan and reports both numbers. One solver-independent
+formulation (:func:`_formulate`) is solved by HiGHS through Pyomo (``milp``, microseconds per
+step) or by CP-SAT (``cpsat``, integer nanoseconds rounded against the plan); deadline mode is a
+search over budgets (:func:`_fewest_workers`).
 
-**Footprint.** The workers are the servers of the union of the chosen blocks (one per count used),
-counted by server-used binaries. The candidate set is every choice of one block per count used,
-anywhere on the cluster (not only inclusion-minimal unions: a larger union can buy a cheaper
-block shape). It contains the placement first-fit makes for the same counts on any cluster state
-as long as memory does not run out: a job's own servers stay usable for its later ops, so every op
-of one size finds the same first fitting block, and parent reuse hands on that block. So for one
-job, the optimum bounds in the model (not in the simulator) what any degree rule placed by
-first-fit achieves within the same workers.
-
-**Model JCT** (per training step, then times ``training_steps``; communication seconds become ms
-through ``settings.comm_scale``, so ``ddls`` adds them unconverted as the reference does)::
-
-    step = sum_k (forward_ms_k + backward_ms_k) / p_k
-         + sum_{u->v} 2 * move(act(u), p_u, p_v)              # forward edge and its gradient edge
-         + collective(act(j), p_j)  for the join edge j -> b(j)
-         + sum_k sync(param_k, p_k)
-
-    move(a, p, q) = 0                                            if p = q = 1 (same server)
-                  = all_reduce_seconds(a, servers(block_p))      if p = q > 1 (one collective)
-                  = one_to_one_seconds(a / (p q))                otherwise (the p q sub-transfers
-                                                                 run on separate channels)
-    collective(a, p) = all_reduce_seconds(a, servers(block_p)) if p > 1, else 0
-    sync(w, p)      = max over server pairs {i, j} of block_p of all_reduce_seconds(2 w / p, {i, j})
-                      if p > 1 (the pairs run in parallel on their own channels), else 0
-
-The all-reduce times depend on the block only through the numbers of distinct groups, racks and
-server slots it spans, i.e. on its shape, so they are costs of (count, shape class). The compute
-term sums every op, as if nothing overlapped: the simulator can run parallel branches placed on
-different blocks at the same time, and it overlaps sync all-reduces with the rest of the backward
-pass, so this is an upper-bound-style model of the step, not the simulator. It ignores channel
-sharing between the sub-transfers of different edges and the grouping of a split op's out-edges to
-several children into one collective. :func:`optimise_job` therefore re-simulates the plan with
-:meth:`JctModel.timing` and reports both numbers.
-
-**Formulation** (shared by both backends; only the solver differs):
-
-- ``z[k,p]`` binary, ``sum_p z[k,p] = 1``; ``x[p,b]`` binary (block b of count p) and ``h[p,c]``
-  binary (shape class c of count p), ``h[p,c] = sum_{b in c} x[p,b]``, ``sum_c h[p,c] <= 1``,
-  ``z[k,p] <= sum_c h[p,c]``; ``u[s]`` binary, ``u[s] >= sum_{b contains s} x[p,b]`` for every p.
-- Pairwise terms of an edge u->v with both ends free: ``w[e,p,q] in [0,1]`` with the marginal
-  equalities ``sum_q w[e,p,q] = z[u,p]`` and ``sum_p w[e,p,q] = z[v,q]`` (exact at integer z, and
-  they imply the textbook ``w >= z[u,p] + z[v,q] - 1``, so the LP is at least as tight). An op with
-  one option (always count 1) makes its edges linear in the other end.
-- Shape-dependent costs are disaggregated by class: ``g[k,p,c] in [0,1]``,
-  ``sum_c g[k,p,c] = z[k,p]``, ``g[k,p,c] <= h[p,c]``; likewise ``v[e,p,c]`` for the collective
-  ``w[e,p,p]``. Exact at integer (z, h), tighter than big-M.
-- Memory, only when the job's total memory exceeds one worker's (else no server can overflow):
-  ``share[p,s] >= L_p - Lmax_p (1 - sum_{b contains s} x[p,b])``,
-  ``sum_p share[p,s] <= worker_memory``,
-  with ``L_p = sum_k ceil(mem_k / p) z[k,p]`` in whole MB (rounded up, so never optimistic).
-- Worker cap ``sum_s u[s] <= W``; deadline ``step <= deadline_ms / training_steps``.
-
-**Symmetry breaking.** The model is invariant under every reversal of the group, rack and slot
-axes (and their products) that maps each count's blocks onto blocks of the same shape: costs depend
-on shapes only, the worker count on the union's size, memory loads move with the servers. These
-maps form a group G (computed, not assumed; on 4x4x2: reversing groups and racks together, swapping
-slots). For the server order 0, 1, ..., the lexicographically largest image of any solution under G
-is a solution too, and it satisfies ``u >=_lex g(u)`` for all g in G; truncating that to its first
-coordinate gives the valid cuts ``u[0] >= u[g(0)]``. Translations are not symmetries (blocks do not
-wrap around), so nothing stronger, like fixing the largest block, is claimed.
-
-**Solving.** Budget mode is one model: least JCT within the budget, then fewest workers at that
-JCT. Deadline mode is a search over budgets (:func:`_fewest_workers`): the least JCT within W
-workers does not increase with W, so the fewest workers is the smallest W whose least JCT meets
-the deadline. ``milp``: the formulation in Pyomo, solved by HiGHS (``pyomo.contrib.solver``'s
-``highs``), times in microseconds per step, relative gap 1e-9, the tie-break as a second solve.
-``cpsat``: the same rows in OR-Tools CP-SAT with integer costs in **nanoseconds per step**, each
-cost rounded up and the deadline down (beyond float noise, so a CP-SAT plan that meets a deadline
-meets it in the real-valued model too), the tie-break exact in one weighted objective. Their
-optima agree up to that rounding (< 1 ns per cost term and step). The reported ``model_jct_ms``
-is always re-evaluated in floating point from the plan (:func:`model_jct_ms`).
+The choices, the cost model, the formulation, its symmetry breaking and the solving are
+described in ``docs/notes/joblevel.md``; what was measured, in ``docs/experiments.md`` (Job
+level).
 """
 
 from __future__ import annotations
@@ -139,13 +74,14 @@ class JobPlan:
 def optimise_job(graph: JobGraph, cluster: RampCluster, settings: ModelSettings, *,
                  budget: int | None = None, deadline_ms: float | None = None,
                  backend: str = "milp", time_limit: float | None = None) -> JobPlan:
-    """Solve the job-level problem (module docstring) for ``graph`` on an empty ``cluster``.
+    """Solve the job-level problem (``docs/notes/joblevel.md``) for ``graph`` on an empty
+    ``cluster``.
 
     Give exactly one of ``budget`` (minimise the model JCT with at most that many workers) or
     ``deadline_ms`` (minimise the workers whose model JCT is at most the deadline). ``time_limit``
     (seconds) bounds building and solving, every solve of the deadline search included; the
     re-simulation of the plan comes on top. HiGHS's clock starts only once Pyomo has handed the
-    model over (about 0.5 s for a 70-op graph), so a shorter limit overshoots by that much.
+    model over, so the limit can be overshot by the time that hand-over takes.
     """
     if (budget is None) == (deadline_ms is None):
         raise ValueError("give exactly one of budget and deadline_ms")
@@ -189,7 +125,8 @@ def _fewest_workers(solver, data: _JobData, step_ms: float, stop_at: float | Non
     Each probe minimises the JCT within W workers under the deadline; the plan found at the
     smallest feasible W has exactly W workers (fewer would make a smaller W feasible) and is the
     fastest such plan, i.e. the lexicographic optimum. A direct minimise-workers model was tried
-    first: its LP bound on workers is weak, and HiGHS left even easy cases open after 10 s.
+    first: its LP bound on workers is weak, and HiGHS left even easy cases open
+    (``docs/experiments.md``).
     """
     n = data.cluster.num_servers
     low = data.fewest_workers_bound(step_ms)
@@ -225,7 +162,8 @@ def _fewest_workers(solver, data: _JobData, step_ms: float, stop_at: float | Non
 
 def model_jct_ms(graph: JobGraph, cluster: RampCluster, settings: ModelSettings,
                  counts: tuple[int, ...], placement: Placement) -> float:
-    """The module's JCT model (docstring) of a plan: ``counts`` with one block per count."""
+    """The module's JCT model (``docs/notes/joblevel.md``) of a plan: ``counts`` with one block
+    per count."""
     return _JobData(graph, cluster, settings).jct_ms(counts, placement)
 
 
@@ -327,7 +265,7 @@ class _JobData:
     @cached_property
     def symmetries(self) -> list[tuple[int, ...]]:
         """Non-identity axis reversals mapping each count's blocks onto blocks of the same shape,
-        as server permutations (see the module docstring)."""
+        as server permutations (see ``docs/notes/joblevel.md``, symmetry breaking)."""
         cluster = self.cluster
         dims = (cluster.communication_groups, cluster.racks_per_group, cluster.servers_per_rack)
         found = []
@@ -389,8 +327,8 @@ class _Lp:
 
 
 def _formulate(data: _JobData) -> _Lp:
-    """Build the rows of the module docstring's formulation (the backends add the worker cap
-    and the deadline)."""
+    """Build the rows of the formulation (``docs/notes/joblevel.md``; the backends add the
+    worker cap and the deadline)."""
     lp, cluster = _Lp(data), data.cluster
     n = cluster.num_servers
     used = [lp.var() for _ in range(n)]
@@ -574,8 +512,8 @@ class _CpSat:
     """
 
     NS_PER_MS = 1_000_000
-    # CP-SAT's portfolio needs its LP-based and LNS workers to close these models quickly; with
-    # only the core count (2 here) it stalled for a minute where 8 workers prove in seconds.
+    # CP-SAT's portfolio needs its LP-based and LNS workers to close these models quickly, so it
+    # gets 8 whatever the core count (docs/experiments.md).
     WORKERS = 8
 
     def __init__(self, lp: _Lp, step_cap_ms: float | None):
@@ -593,7 +531,7 @@ class _CpSat:
 
     def solve(self, workers_cap: int, tie_break: bool, stop_at: float | None) -> _Outcome:
         """Least JCT within ``workers_cap`` workers; with ``tie_break``, then fewest workers.
-        (Rebuilt per call, ~0.1 s: cheaper than editing the previous call's constraints.)"""
+        (Rebuilt per call: cheaper than editing the previous call's constraints.)"""
         lp = self.lp
         model = cp_model.CpModel()
         x = [model.new_int_var(lo, hi, f"v{i}") for i, (lo, hi) in enumerate(zip(lp.lower,

@@ -18,9 +18,8 @@ instant):
 Scenarios share the arriving job's columns and nothing else (a two-stage stochastic LP).
 
 **Objective.** One per job (the future's scenarios weighted ``1 / samples``), less a tie-break
-for a longer JCT: among equal counts the LP prefers the option that frees its servers soonest.
-(The offline LP's worker-time tie-break did worse here: on the training workload A, seed 0, 300
-jobs, 233 accepted against 241 with this one; the look-ahead lifts it from 229 to 241.)
+for a longer JCT: among equal counts the LP prefers the option that frees its servers soonest
+(the offline LP's worker-time tie-break did worse here: ``docs/experiments.md``, lp-online).
 
 **Rounding.** The arriving job takes degree d with probability equal to its LP mass on d, and is
 rejected with the rest, with a generator seeded by ``reset(seed)``, so an episode is
@@ -34,16 +33,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.placement import Placement
 from pacopt.cluster.policies import Decision
-from pacopt.cluster.simulator import EPS_MS
+from pacopt.cluster.state import EPS_MS
 from pacopt.formulations.lp_round import EPS_COST, Board, solve_lp
-from pacopt.formulations.offline import Option, _conflict_rows, _pattern_options
+from pacopt.formulations.offline import Option, conflict_rows, pattern_options
+from pacopt.infra.errors import InputError
 
 DEFAULT_LOOKAHEAD = 4
 DEFAULT_SAMPLES = 2
+
+
+def lp_online_policy(method: str, instance: Instance, checkpoint=None) -> LpOnline:
+    """The registry's factory of ``lp-online`` (see :mod:`pacopt.solvers.registry`)."""
+    return LpOnline(instance, checkpoint)
 
 
 class LpOnline:
@@ -141,7 +145,7 @@ class LpOnline:
         """Every candidate footprint of ``graph`` at ``degree`` with its timing (cached)."""
         key = (graph.name, degree)
         if key not in self.patterns:
-            self.patterns[key] = _pattern_options(graph, table.counts[degree], model,
+            self.patterns[key] = pattern_options(graph, table.counts[degree], model,
                                                   self.instance.cluster)
         return self.patterns[key]
 
@@ -155,7 +159,7 @@ class LpOnline:
             members = arriving + [i for i, o in enumerate(options)
                                   if o.job and (o.job - 1) // max(self.lookahead, 1) == s]
             rows += [[members[i] for i in row]
-                     for row in _conflict_rows([options[i] for i in members],
+                     for row in conflict_rows([options[i] for i in members],
                                                self.instance.cluster.num_servers)]
         return rows
 

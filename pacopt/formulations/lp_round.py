@@ -1,55 +1,24 @@
 """Randomised rounding of the offline LP (``--method lp-round``), after Yu et al. (TNSE 2021).
 
-Yu, Liu, Wu, Ji and Bentley, *Toward Efficient Online Scheduling for Distributed Machine Learning
-Systems* (arXiv 2108.02917), write joint resource allocation and locality as a mixed packing and
-covering integer programme and round its LP relaxation. Only their abstract is at hand; what
-follows is pacopt's own design on pacopt's offline problem (:mod:`pacopt.formulations.offline`).
+Yu, Liu, Wu, Ji and Bentley (arXiv 2108.02917) write joint resource allocation and locality as a
+mixed packing and covering integer programme and round its LP relaxation. Only their abstract is
+at hand; this is pacopt's own design on pacopt's offline problem
+(:mod:`pacopt.formulations.offline`), a fast method with a worst-case guarantee next to the
+exact search.
 
-**The LP.** One column per option (job, degree, footprint: a full configuration, so the covering
-side, "an accepted job gets everything it needs", holds by construction of the columns), and two
-kinds of packing rows: at most one option per job, and at most one option per conflict row (one
-server at one maximal arrival instant). It is the LP relaxation of the exact MILP
-(:mod:`pacopt.formulations.milp`), with the objective ``sum (1 - EPS_COST * w_k / w_max) x_k``
-(w: worker-time) so that among equal counts the LP prefers small footprints. Solved by HiGHS's
-simplex through highspy.
+The LP has one column per option (a full configuration, so the covering side holds by
+construction) and packing rows: at most one option per job and per conflict row. Each job takes
+option k with probability ``alpha * x_k``; in arrival order a pick that meets one already kept
+is dropped or re-placed (*alteration*), the jobs left out are re-placed and :func:`repair`
+makes room for more; the best of ``rounds`` roundings is kept. With ``alpha = 1/(2W)`` (W the
+widest footprint) the expected count is at least ``OPT (1 - EPS_COST) / (4W)`` for the whole
+LP. By default the LP covers ``window`` consecutive arrivals at a time (windows overlap by half
+and commit their first half), because the whole LP is slow to solve and rounds worse; the
+guarantee then holds per window. The bound reported is the whole LP's floor when it was solved,
+else the worker-count LP's (:mod:`pacopt.formulations.bound`).
 
-**Rounding.** With a scaling factor ``alpha``, each job independently takes option k with
-probability ``alpha * x_k`` (and nothing with the rest). *Alteration*: in arrival order, a pick
-that meets one already kept is dropped (in the guarantee's round) or re-placed on the first free
-footprint of the same degree (in the others). *Re-placement*: every job left out tries its
-options, in order of LP value then worker-time, against everything kept; then :func:`repair`
-admits a job left out when the one job blocking an option of it can move elsewhere. This is
-repeated ``rounds`` times with seeds spawned from one seed, and the best (most jobs, then least
-worker-time) is kept. The answer is checked against the exact conflict rows and, through
-``solve``, the validator.
-
-**The guarantee** (for the whole-problem LP). Take job j's pick k (probability ``alpha x_k``).
-In arrival order, k is dropped only if an earlier job's pick runs at j's arrival on one of k's
-w_k servers. Everything running at that instant belongs to one maximal-instant clique, so for
-each such server the LP puts mass at most 1 on it there, and picks are independent across jobs:
-``P(k dropped | k picked) <= alpha * w_k``. Hence the round keeps, in expectation, at least
-``sum_k alpha x_k (1 - alpha w_k) >= alpha (1 - alpha W) LP``, W the widest footprint;
-``alpha = 1/(2W)`` gives ``E[accepted] >= LP / (4W) >= OPT (1 - EPS_COST) / (4W)``. This is the
-standard ``Omega(1/Delta)`` result for packing LPs, with Delta the column sparsity; alteration in
-arrival order makes the relevant sparsity a footprint's width (W <= 32 on 4x4x2, so 1/128), not
-the number of rows a column meets (width times the instants it spans). One round in every
-``rounds`` uses that ``alpha``; re-placement and best-of-R only add jobs, so the bound holds for
-the method's expected answer. It is a worst case; the measured ratio is far better (README).
-
-**Windows.** Simplex on the whole LP takes ~20 s at 50 jobs and minutes at 100 (it is highly
-degenerate: the LP accepts nearly every job fractionally), and neither interior point nor PDLP
-is faster. So by default the LP covers ``window`` consecutive arrivals (the options that avoid
-the jobs already committed), its best rounding's first half is committed, and the window moves
-on by half its length (the last window commits all); a last :func:`repair` pass runs across
-window borders. It also rounds better: on the 50-job paper episode (beta A, seed 0) 47-48 jobs
-against 43-44 from one whole LP (whose symmetric footprints share their mass arbitrarily).
-The guarantee then holds per window, against that window's LP given the commitments, not
-against the whole problem's optimum; ``window=None`` solves the whole LP and has it.
-
-**The bound.** The whole LP's optimum V bounds the integer optimum, ``OPT <= V / (1 -
-EPS_COST)``, so its floor is reported as ``bound_accepted`` when the whole LP was solved. A
-window's LP, conditioned on earlier commitments, bounds nothing; then the worker-count LP
-(:mod:`pacopt.formulations.bound`), a relaxation of the same problem, is reported instead.
+The LP, the rounding, the guarantee's proof, the windows and the bound are described in
+``docs/notes/lp_round.md``; what was measured, in ``docs/experiments.md`` (lp-round).
 """
 
 from __future__ import annotations
@@ -63,17 +32,22 @@ import numpy as np
 from scipy.sparse import csc_array
 from tqdm.auto import tqdm
 
+from pacopt.cluster.episode_stats import episode_metrics
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.jct import JctModel
-from pacopt.cluster.metrics import episode_metrics
-from pacopt.cluster.simulator import EPS_MS
 from pacopt.cluster.solution import Solution
+from pacopt.cluster.state import EPS_MS
 from pacopt.formulations.bound import worker_count_bound
-from pacopt.formulations.interrupt import stop_requested
-from pacopt.formulations.offline import Option, OfflineProblem, _conflict_rows, build_problem, \
-    to_solution
-from pacopt.formulations.quiet import c_stdout_silenced
-from pacopt.formulations.warm import check_choice
+from pacopt.formulations.offline import (
+    OfflineProblem,
+    Option,
+    build_problem,
+    check_choice,
+    conflict_rows,
+    to_solution,
+)
+from pacopt.infra.interrupt import stop_requested
+from pacopt.infra.quiet import c_stdout_silenced
 
 #: Weight of the worker-time tie-break in the LP objective (the bound loses at most this share).
 EPS_COST = 1e-4
@@ -385,7 +359,7 @@ def lp_round(problem: OfflineProblem, *, seed: int = 0, rounds: int = DEFAULT_RO
         for i, option in enumerate(options):
             local_by_job.setdefault(option.job, []).append(i)
         rows = (problem.rows if len(local) == len(problem.options)
-                else _conflict_rows(options, problem.instance.cluster.num_servers))
+                else conflict_rows(options, problem.instance.cluster.num_servers))
         started = time.perf_counter()
         point = solve_lp(options, list(local_by_job.values()), rows)
         lp_seconds += time.perf_counter() - started

@@ -1,4 +1,4 @@
-"""The offline problem (DESIGN.md section 3) as a Pyomo MILP, solved by HiGHS through highspy.
+"""The offline problem (``docs/model.md``) as a Pyomo MILP, solved by HiGHS through highspy.
 
 **Model.** A binary ``x[k]`` per option; at most one option per job (exactly one for the jobs
 ``problem.required`` names); at most one option per conflict row (one server at one maximal
@@ -9,7 +9,7 @@ tie-break).
 **Pyomo to HiGHS.** Pyomo is the modelling layer; the solve talks to ``highspy.Highs`` directly.
 Pyomo's own HiGHS interfaces (appsi and ``contrib.solver``) hide the MIP callbacks this backend
 needs (progress, stopping once the accepted count is proven, Ctrl-C) and load the model row by
-row, about 3x slower than compiling it: :func:`compile_model` runs Pyomo's
+row, much slower than compiling it: :func:`compile_model` runs Pyomo's
 ``LinearStandardFormCompiler`` to get CSC arrays, which go to HiGHS in one ``passModel`` call.
 
 **Stopping.** HiGHS would go on closing the gap of the tie-break; the MIP callbacks stop it as
@@ -34,17 +34,17 @@ import pyomo.environ as pyo
 from pyomo.core.expr import LinearExpression, MonomialTermExpression
 from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler
 
-from pacopt.formulations.interrupt import run_stoppable
 from pacopt.formulations.offline import (
     ExactResult,
     Objective,
     OfflineProblem,
     Progress,
-    Stop,
+    check_choice,
     objective,
 )
-from pacopt.formulations.quiet import c_stdout_silenced
-from pacopt.formulations.warm import check_choice
+from pacopt.infra.concurrency import Stop
+from pacopt.infra.interrupt import run_stoppable
+from pacopt.infra.quiet import c_stdout_silenced
 
 #: The thread count HiGHS's global scheduler was last built for (see :func:`solve_milp`).
 _scheduler_threads: list[int | None] = [None]
@@ -140,7 +140,7 @@ def compile_model(model: pyo.ConcreteModel) -> CompiledModel:
         a_value=a.data.astype(float))
 
 
-class _Search:
+class _MilpSearch:
     """What the HiGHS callbacks see and update during one solve.
 
     Incumbent counts come from the incumbents themselves; bounds from HiGHS's dual
@@ -218,7 +218,7 @@ class _Search:
             event.interrupt()
 
 
-def _run(highs: highspy.Highs, search: _Search) -> highspy.HighsStatus:
+def _run(highs: highspy.Highs, search: _MilpSearch) -> highspy.HighsStatus:
     """``highs.run()`` with Ctrl-C asking ``search`` to stop (see :func:`run_stoppable`) and
     HiGHS's stray prints kept off stdout; an error a callback kept is raised here."""
     with c_stdout_silenced():
@@ -266,11 +266,10 @@ def solve_milp(problem: OfflineProblem, *, time_limit: float | None = None,
     # The callbacks stop the search once the accepted count is proven; HiGHS's default relative
     # gap (1e-4 of the weighted objective) could stop it earlier with that count still open.
     highs.setOptionValue("mip_rel_gap", 0.0)
-    # HiGHS's presolve removes about a third of the columns (dominated placements). On large
-    # models it takes seconds to minutes on the overlapping clique rows, checking the time limit
-    # only between its rounds, and the search does no better after it; on small ones (a window
-    # step of 20 jobs, 4k options) the search without it finds almost nothing in 10 s, and with
-    # it proves the optimum in 5 s.
+    # HiGHS's presolve (it removes dominated placements) pays off on small models such as the
+    # window steps; on large ones it runs long on the overlapping clique rows, checking the time
+    # limit only between its rounds, and the search does no better after it
+    # (docs/experiments.md, Exact search: MILP backend).
     presolve = len(problem.options) <= PRESOLVE_MAX_OPTIONS
     highs.setOptionValue("presolve", "on" if presolve else "off")
     if threads is not None:
@@ -279,7 +278,7 @@ def solve_milp(problem: OfflineProblem, *, time_limit: float | None = None,
         highs.setOptionValue("time_limit", max(0.0, time_limit - (time.perf_counter() - started)))
     compiled.load(highs)
     trivial_bound = sum(1 for ks in problem.by_job if ks)
-    search = _Search(weights, compiled.cost, trivial_bound, started, progress)
+    search = _MilpSearch(weights, compiled.cost, trivial_bound, started, progress)
     if warm_start:
         start = highspy.HighsSolution()
         start.col_value = np.isin(option_of, list(warm_start.values())).astype(float)

@@ -28,18 +28,15 @@ almost every job fractionally on large episodes, see :mod:`pacopt.formulations.c
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.jct import JctModel
 from pacopt.cluster.placement import Placement
-from pacopt.cluster.simulator import EPS_MS
 from pacopt.cluster.solution import JobRecord, Solution
+from pacopt.cluster.state import EPS_MS
 from pacopt.cluster.topology import Block, RampCluster
 
 #: How backends report: ``progress(seconds, incumbent accepted, bound on accepted)``, either of
@@ -181,7 +178,7 @@ def build_problem(instance: Instance, model: JctModel | None = None) -> OfflineP
             if not table.placed[d]:
                 continue
             if (job.graph, d) not in patterns:
-                patterns[job.graph, d] = _pattern_options(graph, table.counts[d], model, cluster)
+                patterns[job.graph, d] = pattern_options(graph, table.counts[d], model, cluster)
             for placement, jct, comm in patterns[job.graph, d]:
                 if jct > deadline or (horizon is not None and job.arrival_ms + jct > horizon + EPS_MS):
                     continue
@@ -189,10 +186,10 @@ def build_problem(instance: Instance, model: JctModel | None = None) -> OfflineP
                 options.append(Option(job=j, degree=d, placement=placement, jct_ms=jct,
                                       comm_overhead_ms=comm, start_ms=job.arrival_ms))
     return OfflineProblem(instance=instance, model=model, options=options, by_job=by_job,
-                          rows=_conflict_rows(options, cluster.num_servers), late=late)
+                          rows=conflict_rows(options, cluster.num_servers), late=late)
 
 
-def _pattern_options(graph, counts, model: JctModel, cluster: RampCluster):
+def pattern_options(graph, counts, model: JctModel, cluster: RampCluster):
     out = []
     for chosen in footprints(counts, cluster):
         placement = Placement(tuple(chosen[m] for m in counts))
@@ -224,7 +221,7 @@ def maximal_cliques(intervals: list[tuple[float, float]]) -> list[list[int]]:
     return cliques
 
 
-def _conflict_rows(options: list[Option], num_servers: int) -> list[list[int]]:
+def conflict_rows(options: list[Option], num_servers: int) -> list[list[int]]:
     """One row per (maximal instant, server) holding options of at least two jobs."""
     rows: list[list[int]] = []
     for active in maximal_cliques([(o.start_ms, o.end_ms) for o in options]):
@@ -281,54 +278,6 @@ def to_solution(problem: OfflineProblem, chosen: dict[int, int], *, method: str,
 
 
 # ----- what every backend takes and returns, and the objective they share --------------------------
-def available_cores() -> int:
-    """The cores this process may run on: the default thread count of the backends and the
-    search."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on every platform
-        return os.cpu_count() or 1
-
-
-class Stop:
-    """A stop request shared by solver calls running side by side (the portfolio's lanes).
-
-    :meth:`subscribed` registers a way to stop one running search (CP-SAT's ``stop_search``,
-    HiGHS's interrupt flag) for the duration of a block; :meth:`set` calls every registered one.
-    Unlike Ctrl-C it works from any thread.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._set = False
-        self._callbacks: list[Callable[[], None]] = []
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def set(self) -> None:
-        """Request the stop and ask every subscribed search to end."""
-        with self._lock:
-            self._set = True
-            callbacks = list(self._callbacks)
-        for callback in callbacks:
-            callback()
-
-    @contextmanager
-    def subscribed(self, callback: Callable[[], None]) -> Iterator[None]:
-        """Within the block, :meth:`set` calls ``callback`` (at once if already set)."""
-        with self._lock:
-            self._callbacks.append(callback)
-            already = self._set
-        if already:
-            callback()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._callbacks.remove(callback)
-
-
 @dataclass
 class ExactResult:
     """A backend's answer: ``chosen[j]`` = option index of each accepted job j.
@@ -370,3 +319,43 @@ def objective(problem: OfflineProblem) -> Objective:
     worst = sum(max((tiebreak[k] for k in ks), default=0) for ks in problem.by_job)
     scale = worst + 1
     return Objective(scale=scale, coefficient=tuple(scale - t for t in tiebreak))
+
+
+# ----- choices: a set of options, one per accepted job ----------------------------------------------
+def greedy_choice(problem: OfflineProblem, candidates: dict[int, list[int]]) -> dict[int, int]:
+    """A feasible choice built greedily: jobs in arrival order, each taking the first of its
+    ``candidates[j]`` (option indices, in order of preference) that conflicts with none taken so
+    far, or nothing."""
+    rows_of = problem.option_rows
+    taken_rows: set[int] = set()
+    chosen: dict[int, int] = {}
+    for j in sorted(candidates):  # instance.jobs is sorted by arrival
+        k = next((k for k in candidates[j] if taken_rows.isdisjoint(rows_of[k])), None)
+        if k is not None:
+            chosen[j] = k
+            taken_rows.update(rows_of[k])
+    return chosen
+
+
+def check_choice(problem: OfflineProblem, chosen: dict[int, int]) -> None:
+    """Raise :class:`AssertionError` unless ``chosen`` gives each job one of its own options and
+    takes at most one option from every conflict row.
+
+    Backends run it on every answer: a violation means a bug (in a model, its compilation or the
+    mapping back from solver columns), never a property of the instance.
+    """
+    for j, k in chosen.items():
+        if not 0 <= k < len(problem.options) or problem.options[k].job != j:
+            raise AssertionError(f"option {k} chosen for job {j} is not one of its options")
+    taken = set(chosen.values())
+    for i, row in enumerate(problem.rows):
+        clash = taken.intersection(row)
+        if len(clash) > 1:
+            raise AssertionError(f"conflict row {i} holds options {sorted(clash)} of jobs "
+                                 f"{sorted(problem.options[k].job for k in clash)}")
+
+
+def choice_value(problem: OfflineProblem, choice: dict[int, int]) -> tuple[int, float]:
+    """What the exact methods maximise, comparable as a tuple: accepted jobs, then less
+    worker-time."""
+    return len(choice), -sum(problem.options[k].worker_ms for k in choice.values())

@@ -1,11 +1,10 @@
 """Required-set realisation with drops: place a given set of jobs, dropping as few as it takes.
 
 "Place all of these jobs" (every job *required*: exactly one option each, no objective) is by far
-the backends' strongest primal step on this problem: a 20-job window that CP-SAT's objective
-search leaves at 19 of 20 after 20 s is placed whole in 0.7 s when all are required, and on a
-40-job paper episode requiring the relaxation's selection minus one job gave 39 where the
-objective search stalled at 37-38 after 60-600 s. When a set does not fit, the question is which
-job to give up, and the answer comes from the order in time:
+the backends' strongest primal step on this problem: it places, quickly, sets that the
+objective search leaves short (``docs/experiments.md``, Exact search: the window search). When
+a set does not fit, the question is which job to give up, and the answer comes from the order in
+time:
 
 1. Jobs go in arrival order, a *chunk* at a time, around the choices fixed so far (earlier
    chunks, or the incumbent's jobs around a window), each chunk with a look-ahead of the next
@@ -30,8 +29,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pacopt.cluster.simulator import EPS_MS
-from pacopt.formulations.offline import ExactResult, OfflineProblem, Stop, restrict
+from pacopt.cluster.state import EPS_MS
+from pacopt.formulations.offline import ExactResult, OfflineProblem, restrict
+from pacopt.infra.concurrency import Stop
 
 Backend = Callable[..., ExactResult]
 

@@ -16,9 +16,10 @@ policy (``tuned``, ``fixed-or-min:K`` and ``fixed:K`` at every legal K, the heur
 them cheap, the usual winners first. :func:`best_warm_start` plays, within a time budget, the
 offline best-fit rules at every legal K and the hindsight rollout over the best of them
 (:mod:`pacopt.formulations.best_fit`: offline a job may go on any footprint, not only where
-first-fit puts it, and these are the strongest cheap starts measured), then the online methods,
-the hindsight rollout over the best of those, then what callers add (the learned agent, which
-lives above this layer and costs more), and keeps the best choice.
+first-fit puts it, and these are the strongest cheap starts), then the online methods, the
+hindsight rollout over the best of those, then what callers add (the learned agent, which lives
+above this layer and costs more), and keeps the best choice. What each accepts:
+``docs/experiments.md`` (Warm starts).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.policies import POLICIES, Policy, make_policy
 from pacopt.cluster.rollout import Rollout, play_rollout
@@ -34,7 +34,8 @@ from pacopt.cluster.simulator import simulate
 from pacopt.cluster.solution import Solution
 from pacopt.formulations.beam import beam_search
 from pacopt.formulations.best_fit import BestFit, rollout_best_fit
-from pacopt.formulations.offline import OfflineProblem
+from pacopt.formulations.offline import OfflineProblem, choice_value, greedy_choice
+from pacopt.infra.errors import InputError
 
 
 def warm_start_from(problem: OfflineProblem, solution: Solution) -> dict[int, int]:
@@ -63,42 +64,8 @@ def warm_start_from(problem: OfflineProblem, solution: Solution) -> dict[int, in
     return greedy_choice(problem, candidates)
 
 
-def greedy_choice(problem: OfflineProblem, candidates: dict[int, list[int]]) -> dict[int, int]:
-    """A feasible choice built greedily: jobs in arrival order, each taking the first of its
-    ``candidates[j]`` (option indices, in order of preference) that conflicts with none taken so
-    far, or nothing."""
-    rows_of = problem.option_rows
-    taken_rows: set[int] = set()
-    chosen: dict[int, int] = {}
-    for j in sorted(candidates):  # instance.jobs is sorted by arrival
-        k = next((k for k in candidates[j] if taken_rows.isdisjoint(rows_of[k])), None)
-        if k is not None:
-            chosen[j] = k
-            taken_rows.update(rows_of[k])
-    return chosen
-
-
-def check_choice(problem: OfflineProblem, chosen: dict[int, int]) -> None:
-    """Raise :class:`AssertionError` unless ``chosen`` gives each job one of its own options and
-    takes at most one option from every conflict row.
-
-    Backends run it on every answer: a violation means a bug (in a model, its compilation or the
-    mapping back from solver columns), never a property of the instance.
-    """
-    for j, k in chosen.items():
-        if not 0 <= k < len(problem.options) or problem.options[k].job != j:
-            raise AssertionError(f"option {k} chosen for job {j} is not one of its options")
-    taken = set(chosen.values())
-    for i, row in enumerate(problem.rows):
-        clash = taken.intersection(row)
-        if len(clash) > 1:
-            raise AssertionError(f"conflict row {i} holds options {sorted(clash)} of jobs "
-                                 f"{sorted(problem.options[k].job for k in clash)}")
-
-
 #: The order online policies are played in (all are cheap): the families that usually win first,
-#: so that a short budget still sees them (paper workload, beta A: ``fixed-or-min:6`` is the
-#: best at 200 and 1001 jobs, 178 and 780 accepted, against 153 and 751 for the best heuristic).
+#: so that a short budget still sees them (``docs/experiments.md``, Warm starts).
 ONLINE_ORDER = ("tuned", "fixed-or-min:K", "fixed:K")
 #: Arrivals each fork of the warm start's hindsight rollout plays.
 ROLLOUT_HORIZON = 100
@@ -128,12 +95,6 @@ def online_policies(instance: Instance) -> list[Policy]:
     return out
 
 
-def choice_value(problem: OfflineProblem, choice: dict[int, int]) -> tuple[int, float]:
-    """What the exact methods maximise, comparable as a tuple: accepted jobs, then less
-    worker-time."""
-    return len(choice), -sum(problem.options[k].worker_ms for k in choice.values())
-
-
 def best_warm_start(problem: OfflineProblem, policies: Iterable[Policy], *,
                     deadline: float | None = None, best_fit: bool = False, rollout: bool = False,
                     extra: Iterable[Policy] = (),
@@ -145,15 +106,14 @@ def best_warm_start(problem: OfflineProblem, policies: Iterable[Policy], *,
     - with ``best_fit``, the offline best-fit rules at each of :func:`legal_degrees`; with
       ``beam_until`` too (a ``time.perf_counter()`` value, before ``deadline``), the beam search
       over them (:mod:`pacopt.formulations.beam`), widening until then (its first beam always
-      runs); then the hindsight rollout over the best rule (:mod:`pacopt.formulations.best_fit`;
-      paper workload, beta A, seed 0: the best rule 180 of 200 and 868 of 1001, the beam 194
-      at width 400 and 907 at its first width, the rollout 189 and 874);
+      runs); then the hindsight rollout over the best rule (:mod:`pacopt.formulations.best_fit`);
     - the episodes of ``policies`` (online methods, seed 0, mapped onto options);
     - with ``rollout``, the hindsight rollout over the best of those
-      (:mod:`pacopt.cluster.rollout`, :data:`ROLLOUT_HORIZON` arrivals: 185 of 200 against 178
-      for ``fixed-or-min:6``);
+      (:mod:`pacopt.cluster.rollout`, :data:`ROLLOUT_HORIZON` arrivals);
     - ``extra`` policies, never a rollout's base (the learned agent: a rollout over it would
-      cost minutes).
+      cost far more than the others).
+
+    What each of them accepts on the paper workload: ``docs/experiments.md`` (Warm starts).
     """
     best: tuple[str | None, dict[int, int]] = (None, {})
     best_value = (-1, 0.0)

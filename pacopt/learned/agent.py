@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.policies import Decision, instance_distribution
+from pacopt.infra.errors import InputError
 from pacopt.learned.features import Observer
 from pacopt.learned.gnn import greedy_degree
 
@@ -55,6 +55,12 @@ def load_checkpoint(path: str):
     policy = model.policy
     policy.set_training_mode(False)
     return policy
+
+
+def learned_policy(method: str, instance: Instance,
+                   checkpoint: str | Path | None = None) -> LearnedPolicy:
+    """The registry's factory of ``pac-ml`` (see :mod:`pacopt.solvers.registry`)."""
+    return LearnedPolicy(instance, checkpoint)
 
 
 class LearnedPolicy:

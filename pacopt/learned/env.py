@@ -3,7 +3,7 @@
 Each ``reset`` draws a new episode from a *workload family*: the base instance's cluster, model,
 graphs and horizon, with a fresh job stream whose beta distribution and seed are drawn from the
 family (by default the paper's four distributions and the training seed range of
-:mod:`pacopt.cluster.paper`, so evaluation seeds are never seen). ``step(degree)`` decides the
+:mod:`pacopt.cluster.paper_workload`, so evaluation seeds are never seen). ``step(degree)`` decides the
 waiting job through :class:`~pacopt.cluster.simulator.OnlineEpisode` (first-fit on the live
 cluster, exactly as every other policy) and moves to the next arrival.
 
@@ -27,12 +27,16 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.instance import Instance, instance_from_dict
 from pacopt.cluster.jct import JctModel
-from pacopt.cluster.paper import (PAPER_DISTRIBUTIONS, TRAIN_SEED_RANGE, paper_instance_dict)
+from pacopt.cluster.paper_workload import (
+    PAPER_DISTRIBUTIONS,
+    TRAIN_SEED_RANGE,
+    paper_instance_dict,
+)
 from pacopt.cluster.simulator import OnlineEpisode
 from pacopt.cluster.workload import generate_jobs
+from pacopt.infra.errors import InputError
 from pacopt.learned.features import Observer
 
 REWARDS = ("acceptance", "accepted")
@@ -53,7 +57,7 @@ class WorkloadFamily:
     def paper(cls, distributions: tuple[str, ...] = PAPER_DISTRIBUTIONS, preset: str = "ddls",
               num_jobs: int = 1001, seed_range: tuple[int, int] = TRAIN_SEED_RANGE,
               **kwargs) -> WorkloadFamily:
-        """The paper's workload family (see :func:`pacopt.cluster.paper.paper_instance_dict`)."""
+        """The paper's workload family (see :func:`pacopt.cluster.paper_workload.paper_instance_dict`)."""
         data = paper_instance_dict("A", 0, num_jobs, preset, **kwargs)
         return cls.from_instance_data(data, distributions=distributions, seed_range=seed_range,
                                       source="paper")

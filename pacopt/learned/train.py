@@ -7,17 +7,13 @@
    again to everything collected: cross-entropy on the teacher's target under the live mask,
    and the critic regresses the discounted returns. A heuristic's or an agent's target is its
    degree. A rollout teacher's is soft, a softmax of each degree's rollout score (jobs accepted
-   by its forks, relative to the base policy's degree) at ``teacher_temperature``: most of its
-   departures from ``tuned`` win by one job in one of eight sampled futures, noise a student
-   cannot learn from a hard label, while a soft one lets similar states average it out. With
+   by its forks, relative to the base policy's degree) at ``teacher_temperature``: a departure
+   from ``tuned`` that a few sampled futures favour by a job is noise a student cannot learn
+   from a hard label, while a soft one lets similar states average it out. With
    ``regret_weight`` the loss adds the policy's expected regret under those scores, so that the
-   rare states where one choice costs several jobs weigh as much as they matter: without it,
-   students on beta C occasionally placed a job on a footprint larger than its degree (an
-   unsplit op spilling onto a server outside its block), which tips first-fit into a lasting
-   misaligned packing (one validation episode went from 0.12 to 0.17 blocking). PPO then starts
-   at the teacher's level instead of from a uniform policy. (Measured: in budgets under an
-   hour on 2 cores PPO did not improve on this start; the curves in ``checkpoints/`` show it,
-   and selection keeps the start when nothing beats it.)
+   rare states where one choice costs several jobs (say, a job spilling onto a server outside
+   its block, which tips first-fit into a lasting misaligned packing) weigh as much as they
+   matter. PPO then starts at the teacher's level instead of from a uniform policy.
 2. **PPO.** MaskablePPO with :class:`~pacopt.learned.gnn.DegreePolicy` on vectorised
    environments (one process per environment by default, so both cores step episodes). Each
    episode is drawn from the workload family's training seeds; PPO goes on from the best
@@ -25,11 +21,14 @@
 3. **Selection.** After each warm-start round and every ``eval_every`` PPO steps the
    deterministic policy plays fixed *validation* episodes (:data:`VALIDATION_SEEDS`,
    training-range seeds, for each distribution, never the held-out evaluation seeds); the best
-   one so far is kept as ``best.zip``.
+   one so far is kept as ``best.zip``, so PPO must beat the warm start to replace it.
 
 The output folder holds ``latest.zip`` (saved at every evaluation and at the end; ``resume``
 continues from it, step count, curve and best score included), ``best.zip``, ``curve.csv`` (one
 row per finished training episode, and one per validation) and ``run.json`` (the settings).
+
+The run's settings, which are also the ``pacopt train`` command line, are
+:class:`~pacopt.learned.train_config.TrainConfig`.
 """
 
 from __future__ import annotations
@@ -40,78 +39,34 @@ import multiprocessing
 import time
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 from sb3_contrib import MaskablePPO
-from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.callbacks import (
+    BaseCallback,
+    CallbackList,
+    EventCallback,
+    EveryNTimesteps,
+)
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from tqdm.auto import tqdm
 
-from pacopt.cluster.errors import InputError
-from pacopt.cluster.paper import PAPER_DISTRIBUTIONS, TRAIN_SEED_RANGE
+from pacopt.cluster.paper_workload import TRAIN_SEED_RANGE
 from pacopt.cluster.policies import make_policy, tuned_choice
 from pacopt.cluster.rollout import SAMPLED_FUTURES, SAMPLED_HORIZON, Rollout
+from pacopt.infra.errors import InputError
 from pacopt.learned.agent import load_checkpoint
 from pacopt.learned.env import PartitionEnv, WorkloadFamily
 from pacopt.learned.gnn import DegreePolicy, greedy_degree
+from pacopt.learned.train_config import TrainConfig
 
 #: The warm start's initial learning rate (decayed to 0 over its epochs).
 WARM_LEARNING_RATE = 1e-3
-#: Training-range seeds the best checkpoint is selected on (never the held-out seeds).
-VALIDATION_SEEDS = tuple(range(9_000, 9_008))
-
-
-@dataclass
-class TrainConfig:
-    """Settings of one training run (recorded in ``run.json``)."""
-
-    distributions: tuple[str, ...] = PAPER_DISTRIBUTIONS
-    preset: str = "ddls"
-    num_jobs: int = 1001
-    minutes: float = 60.0
-    max_steps: int | None = None
-    envs: int = 2
-    subprocess: bool = True
-    seed: int = 0
-    teacher: str = "tuned"
-    init: str | None = None  # start from this checkpoint's weights (fine-tuning), no warm start
-    warm_episodes: int = 5  # per distribution
-    warm_epochs: int = 6
-    dagger_rounds: int = 1
-    dagger_episodes: int = 2  # per distribution and round
-    teacher_temperature: float = 0.25  # jobs: a rollout score gap of this much is odds e : 1
-    regret_weight: float = 0.0  # of the policy's expected regret under a rollout teacher's scores
-    spill: bool = True  # the network's spill features (pacopt.learned.gnn)
-    learning_rate: float = 1e-4
-    n_steps: int = 512
-    batch_size: int = 256
-    n_epochs: int = 4
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_range: float = 0.1
-    ent_coef: float = 0.001
-    eval_every: int = 50_000
-    validation_seeds: tuple[int, ...] = VALIDATION_SEEDS
-    reward: str = "acceptance"
-    torch_threads: int = 1  # small networks: one thread each beats threads fighting for 2 cores
-
-    def policy_kwargs(self) -> dict:
-        """What :class:`~pacopt.learned.gnn.DegreePolicy` is built with."""
-        return {"features_extractor_kwargs": {"spill": self.spill}}
-
-    def family(self, **kwargs) -> WorkloadFamily:
-        return WorkloadFamily.paper(self.distributions, self.preset, self.num_jobs, **kwargs)
-
-    def env(self) -> PartitionEnv:
-        """A training environment (rewards scaled by 1 - gamma: returns of about 1)."""
-        return PartitionEnv(self.family(), self.reward, reward_scale=1.0 - self.gamma)
-
-
 def _make_env(config: TrainConfig, rank: int):
     def build():
         torch.set_num_threads(config.torch_threads)
@@ -350,62 +305,135 @@ def _log_probs_and_values(policy: DegreePolicy, obs, masks) -> tuple[torch.Tenso
     return distribution.distribution.logits, policy.value_net(latent_vf)
 
 
-# ----- PPO with a wall-clock budget, a curve and checkpoints ------------------------------------
-class _Monitor(BaseCallback):
-    """Logs finished episodes to the curve, shows a progress bar, validates and checkpoints, and
-    stops at the step or wall-clock budget."""
+# ----- PPO's callbacks: progress, curve, validation, checkpoints, budget ------------------------
+# Composed in :func:`train` with sb3's CallbackList and EveryNTimesteps; sb3's other callbacks do
+# not fit: EvalCallback / MaskableEvalCallback score episode returns over whatever episodes the
+# environment draws (validation is the blocking rate on fixed distribution x seed episodes), and
+# CheckpointCallback keeps one ``PREFIX_STEPS_steps.zip`` per save, written in place (resuming
+# wants one ``latest.zip``, replaced atomically, with its ``run.json``).
+def _elapsed(state: dict) -> float:
+    """Training seconds of the run so far, earlier (resumed) calls included."""
+    return state["seconds"] + time.time() - state["started"]
 
-    def __init__(self, out: Path, config: TrainConfig, state: dict, deadline: float):
+
+def _finished_episodes(locals_: dict):
+    """The blocking rates of the training episodes that ended in this step."""
+    for info, done in zip(locals_["infos"], locals_["dones"]):
+        if done and "blocking_rate" in info:
+            yield info["blocking_rate"]
+
+
+class _ProgressBar(BaseCallback):
+    """A progress bar of environment steps (out of ``max_steps``, if any) with the mean blocking
+    rate of the last 20 training episodes and the best validation score. (sb3's
+    ProgressBarCallback counts to ``learn``'s ``total_timesteps``, which a wall-clock-bound run
+    sets out of reach, and shows no scores.)"""
+
+    def __init__(self, max_steps: int | None, state: dict):
         super().__init__()
-        self.out, self.config, self.state, self.deadline = out, config, state, deadline
+        self.max_steps, self.state = max_steps, state
         self.recent: deque[float] = deque(maxlen=20)
         self.bar = None
-        self.validation_env = None
-        self.next_eval = state.get("next_eval", config.eval_every)
-        self.best_weights: dict | None = None  # of the best policy this run has scored
 
     def _on_training_start(self) -> None:
-        total = self.config.max_steps or 0
-        self.bar = tqdm(total=total or None, initial=self.num_timesteps, unit="step",
+        self.bar = tqdm(total=self.max_steps or None, initial=self.num_timesteps, unit="step",
                         desc="PPO", disable=None, dynamic_ncols=True)
 
     def _on_step(self) -> bool:
         self.bar.update(self.num_timesteps - self.bar.n)
-        for info, done in zip(self.locals["infos"], self.locals["dones"]):
-            if done and "blocking_rate" in info:
-                self.recent.append(info["blocking_rate"])
-                _append_curve(self.out, {"kind": "train", "steps": self.num_timesteps,
-                                         "seconds": self._seconds(),
-                                         "blocking_rate": info["blocking_rate"]})
-                best = self.state.get("best_score")
-                self.bar.set_postfix(blocking=f"{np.mean(self.recent):.3f}",
-                                     best="-" if best is None else f"{best:.4f}")
-        if self.num_timesteps >= self.next_eval:
-            self.next_eval += self.config.eval_every
-            self.evaluate()
-        over_steps = self.config.max_steps is not None and self.num_timesteps >= self.config.max_steps
-        return not (over_steps or time.time() >= self.deadline)
+        for blocking in _finished_episodes(self.locals):
+            self.recent.append(blocking)
+            best = self.state.get("best_score")
+            self.bar.set_postfix(blocking=f"{np.mean(self.recent):.3f}",
+                                 best="-" if best is None else f"{best:.4f}")
+        return True
 
-    def _seconds(self) -> float:
-        return self.state["seconds"] + time.time() - self.state["started"]
+    def _on_training_end(self) -> None:
+        self.bar.close()
 
-    def evaluate(self) -> None:
-        """Score the deterministic policy on the validation episodes; keep it if best."""
-        if self.validation_env is None:
-            self.validation_env = self.config.env()
-        score = validate_policy(self.validation_env, self.model.policy, self.config.distributions,
+
+class _TrainingCurve(BaseCallback):
+    """A ``train`` row in ``curve.csv`` for each finished training episode."""
+
+    def __init__(self, out: Path, state: dict):
+        super().__init__()
+        self.out, self.state = out, state
+
+    def _on_step(self) -> bool:
+        for blocking in _finished_episodes(self.locals):
+            _append_curve(self.out, {"kind": "train", "steps": self.num_timesteps,
+                                     "seconds": _elapsed(self.state), "blocking_rate": blocking})
+        return True
+
+
+class _Validation(EventCallback):
+    """Each time it is stepped: the deterministic policy plays the validation episodes
+    (:func:`validate_policy`), the score goes to ``curve.csv``, the policy to ``best.zip`` (and
+    :attr:`best_weights`) if it is the best so far; then its ``callback`` runs (as EvalCallback's
+    ``callback_after_eval``). :func:`train` steps it after each warm-start round and around PPO,
+    and :class:`_OnStepGrid` every ``eval_every`` PPO steps."""
+
+    def __init__(self, out: Path, config: TrainConfig, state: dict, after: BaseCallback):
+        super().__init__(after)
+        self.out, self.config, self.state = out, config, state
+        self.env: PartitionEnv | None = None
+        self.best_weights: dict | None = None  # of the best policy this run has scored
+
+    def _on_step(self) -> bool:
+        if self.env is None:
+            self.env = self.config.env()
+        score = validate_policy(self.env, self.model.policy, self.config.distributions,
                                 self.config.validation_seeds)
         _append_curve(self.out, {"kind": "validation", "steps": self.num_timesteps,
-                                 "seconds": self._seconds(), "blocking_rate": score})
+                                 "seconds": _elapsed(self.state), "blocking_rate": score})
         if self.state.get("best_score") is None or score < self.state["best_score"]:
             self.state["best_score"] = score  # unrounded: a tie must not replace the first
             self.model.save(self.out / "best.zip")
             self.best_weights = weights(self.model.policy)
-        self.state["next_eval"] = self.next_eval
-        save_state(self.model, self.out, self.state)
+        return self._on_event()
 
-    def _on_training_end(self) -> None:
-        self.bar.close()
+
+class _SaveLatest(BaseCallback):
+    """Each time it is stepped: ``latest.zip`` and ``run.json`` (:func:`save_state`)."""
+
+    def __init__(self, out: Path, state: dict):
+        super().__init__()
+        self.out, self.state = out, state
+
+    def _on_step(self) -> bool:
+        save_state(self.model, self.out, self.state)
+        return True
+
+
+class _OnStepGrid(EveryNTimesteps):
+    """sb3's EveryNTimesteps on a fixed grid: its callback runs at the first step at or past
+    n, 2n, 3n... (a late trigger does not shift the later ones), continuing a resumed run's grid
+    from ``state["next_eval"]``, which it keeps."""
+
+    def __init__(self, n_steps: int, callback: BaseCallback, state: dict):
+        super().__init__(n_steps, callback)
+        self.state = state
+        self.last_time_trigger = state.setdefault("next_eval", n_steps) - n_steps
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps - self.last_time_trigger < self.n_steps:
+            return True
+        self.last_time_trigger += self.n_steps
+        self.state["next_eval"] = self.last_time_trigger + self.n_steps
+        return self._on_event()
+
+
+class _StopAt(BaseCallback):
+    """Stops PPO at ``max_steps`` environment steps (at once: ``learn`` itself checks its
+    ``total_timesteps`` only between rollouts) or at the wall-clock ``deadline``."""
+
+    def __init__(self, max_steps: int | None, deadline: float):
+        super().__init__()
+        self.max_steps, self.deadline = max_steps, deadline
+
+    def _on_step(self) -> bool:
+        over_steps = self.max_steps is not None and self.num_timesteps >= self.max_steps
+        return not (over_steps or time.time() >= self.deadline)
 
 
 def _append_curve(out: Path, row: dict) -> None:
@@ -466,24 +494,28 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print)
                 gae_lambda=config.gae_lambda, clip_range=config.clip_range,
                 ent_coef=config.ent_coef, seed=config.seed, device="cpu", verbose=0,
                 policy_kwargs=config.policy_kwargs())
-        callback = _Monitor(out, config, state, deadline)
+        validation = _Validation(out, config, state, after=_SaveLatest(out, state))
+        callback = CallbackList([_ProgressBar(config.max_steps, state),
+                                 _TrainingCurve(out, state),
+                                 _OnStepGrid(config.eval_every, validation, state),
+                                 _StopAt(config.max_steps, deadline)])
         callback.init_callback(model)
         if not resume:  # score the starting point: PPO must beat it to replace best.zip
             if config.init:
                 model.policy.load_state_dict(load_checkpoint(str(Path(config.init).resolve()))
                                              .state_dict())
             if config.teacher and config.warm_episodes and not config.init:
-                warm_start(model, config, rng, log, evaluate=callback.evaluate,
+                warm_start(model, config, rng, log, evaluate=validation.on_step,
                            deadline=deadline)
-                model.policy.load_state_dict(callback.best_weights)  # PPO goes on from the best
+                model.policy.load_state_dict(validation.best_weights)  # PPO goes on from the best
             else:
-                callback.evaluate()
+                validation.on_step()
         budget = (config.max_steps - model.num_timesteps if config.max_steps
                   else 10 ** 9)  # the wall-clock budget stops it first
         if budget > 0 and time.time() < deadline:
             model.set_logger(Logger(folder=None, output_formats=[]))  # sb3 would make a /tmp dir
             model.learn(total_timesteps=budget, callback=callback, reset_num_timesteps=False)
-            callback.evaluate()
+            validation.on_step()
         save_state(model, out, state)
     finally:
         envs.close()

@@ -1,74 +1,36 @@
 """The front door: ``solve()`` runs a method on an instance and returns a validated solution.
 
-**Registering a method** is one line in :data:`METHODS` (name -> one-line description, shown by
-``solve --help``). A name ending in ``:K`` is a family taking a parameter (``fixed:K`` accepts
-``fixed:4``). Methods listed in :data:`RUNNERS` run through their function (imported on
-demand); every other method is an online policy, built by
-:func:`pacopt.cluster.policies.make_policy` and run through the online simulator.
+Which methods exist, and how each is loaded, is the registry's business
+(:mod:`pacopt.solvers.registry`); this module runs one and validates what it returns.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 import random
 import time
 from pathlib import Path
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.instance import Instance, load_instance
 from pacopt.cluster.jct import JctModel
-from pacopt.cluster.policies import POLICIES, make_policy
 from pacopt.cluster.simulator import simulate
 from pacopt.cluster.solution import Solution
-from pacopt.formulations.interrupt import stop_requested, stoppable
-from pacopt.solvers.exact import EXACT_METHODS
+from pacopt.infra.errors import InputError
+from pacopt.infra.interrupt import stop_requested, stoppable
+from pacopt.solvers.registry import (
+    DEFAULT_METHOD,
+    METHODS,
+    is_online,
+    method_entry,
+    method_family,
+)
 from pacopt.solvers.validate import ValidationError, validate
 
-#: Methods ``solve`` knows, with a one-line description each (see the module doc).
-METHODS = {**{name: "online: " + " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
-              for name, cls in POLICIES.items()}, **EXACT_METHODS}
-DEFAULT_METHOD = "min-feasible"
-
-#: Methods that are not online policies: family -> (module, function), imported on demand. The
-#: function is called as ``run(instance, method, model, time_limit=, threads=, seed=,
-#: progress=)`` and returns a :class:`Solution` (not yet validated).
-RUNNERS = {name: ("pacopt.solvers.exact", "run_exact") for name in EXACT_METHODS}
-RUNNERS["lp-round"] = ("pacopt.formulations.lp_round", "run_lp_round")
-METHODS["lp-round"] = ("offline: LP relaxation with randomised rounding and re-placement (Yu et "
-                       "al.), best of 48 seeded rounds; the worker-count LP as bound")
-
-#: Online policies that live above ``cluster`` (imported on demand): name -> (module, class),
-#: built as ``cls(instance, checkpoint=...)``.
-POLICY_CLASSES = {"pac-ml": ("pacopt.learned.agent", "LearnedPolicy"),
-                  "lp-online": ("pacopt.formulations.lp_online", "LpOnline")}
-METHODS["lp-online"] = ("online: at each arrival an LP over the running jobs, the arriving job "
-                        "and sampled future arrivals; the arriving job's degree is rounded from it")
-METHODS["pac-ml"] = ("online: the learned agent (GNN + masked PPO, PAC-ML's idea); the shipped "
-                     "checkpoint for the instance's preset unless --checkpoint")
+__all__ = ["DEFAULT_METHOD", "METHODS", "InputError", "check_options", "check_time_limit",
+           "is_online", "method_family", "solve"]
 
 #: Seeds drawn for a randomised run without one fit in 31 bits (any backend takes them).
 SEED_RANGE = 2**31
-
-
-def method_family(method: str) -> str:
-    """The :data:`METHODS` key ``method`` belongs to (``fixed:4`` -> ``fixed:K``); InputError
-    naming the known methods when there is none. A recorded name that carries its choice,
-    ``tuned(fixed-or-min:6, A)``, belongs to ``tuned``."""
-    if method in METHODS:
-        return method
-    if method.endswith(")") and method.partition("(")[0] in METHODS:
-        return method.partition("(")[0]
-    head, sep, _ = method.partition(":")
-    for key in METHODS:
-        if sep and key.partition(":")[0] == head and key.partition(":")[1]:
-            return key
-    raise InputError(f"--method: unknown method '{method}'; known: {', '.join(METHODS)}")
-
-
-def is_online(method: str) -> bool:
-    """Whether ``method`` is an online policy (it decides jobs one at a time, proves no bound)."""
-    return method_family(method) not in RUNNERS
 
 
 def check_time_limit(time_limit: float | None) -> None:
@@ -112,17 +74,18 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
         seed = random.randrange(SEED_RANGE)
     model = model or JctModel(instance.cluster, instance.model)
     started = time.perf_counter()
-    family = method_family(method)
+    entry = method_entry(method)
     with stoppable():
-        if family in RUNNERS:
-            module, function = RUNNERS[family]
-            run = getattr(importlib.import_module(module), function)
-            solution = run(instance, method, model, time_limit=time_limit, threads=threads,
-                           seed=seed, progress=progress)
-        else:
-            solution = simulate(instance, _Stoppable(_online_policy(method, instance, checkpoint)),
-                                seed=seed, model=model,
+        if entry.online:
+            policy = entry.load()(method, instance, checkpoint=checkpoint)
+            solution = simulate(instance, _Stoppable(policy), seed=seed, model=model,
                                 progress=progress)
+        else:
+            if checkpoint is not None:
+                raise InputError(f"--checkpoint applies to the learned method only, not "
+                                 f"'{method}'")
+            solution = entry.load()(instance, method, model, time_limit=time_limit,
+                                    threads=threads, seed=seed, progress=progress)
         solution.interrupted = stop_requested()
     solution.solve_seconds = time.perf_counter() - started
     solution.seed = seed
@@ -132,16 +95,6 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
         solution.status = "error"
         solution.metrics["validation_problems"] = err.problems
     return solution
-
-
-def _online_policy(method: str, instance: Instance, checkpoint: str | Path | None):
-    """The online policy ``method`` names, for ``instance``."""
-    if method in POLICY_CLASSES:
-        module, name = POLICY_CLASSES[method]
-        return getattr(importlib.import_module(module), name)(instance, checkpoint=checkpoint)
-    if checkpoint is not None:
-        raise InputError(f"--checkpoint applies to the learned method only, not '{method}'")
-    return make_policy(method, instance)
 
 
 class _Stoppable:

@@ -10,27 +10,22 @@ to search).
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
 
-from pacopt.cluster.errors import InputError
+from pacopt.cluster.episode_stats import episode_metrics
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.jct import JctModel
-from pacopt.cluster.metrics import episode_metrics
 from pacopt.cluster.solution import Solution
 from pacopt.formulations.bound import solve_relaxation
 from pacopt.formulations.decomposition import BEAM_SHARE, ONLINE_SHARE, solve_decomposed
-from pacopt.formulations.interrupt import stop_requested
 from pacopt.formulations.offline import ExactResult, build_problem, to_solution
 from pacopt.formulations.warm import best_warm_start, online_policies
+from pacopt.infra.concurrency import available_cores
+from pacopt.infra.errors import InputError
+from pacopt.infra.interrupt import stop_requested
 
-EXACT_METHODS = {
-    "milp": "exact: offline optimum, Pyomo MILP solved by HiGHS",
-    "cpsat": "exact: offline optimum, OR-Tools CP-SAT model",
-    "bound": "bound: best online method as incumbent, worker-count relaxation as upper bound",
-}
 DEFAULT_TIME_LIMIT = 120.0
 BOUND_TIME_LIMIT = 10.0  # seconds the bound method gives the relaxation's integer search
 
@@ -49,9 +44,9 @@ def learned_policies(instance: Instance):
 
 def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: float | None,
               threads: int | None, seed: int | None = None, progress: bool = False) -> Solution:
-    """Solve the offline problem of ``instance`` with ``method`` (see :data:`EXACT_METHODS`).
+    """Solve the offline problem of ``instance`` with ``method`` (``milp``, ``cpsat`` or ``bound``).
 
-    A stop request (Ctrl-C, :mod:`pacopt.formulations.interrupt`) ends the search with its
+    A stop request (Ctrl-C, :mod:`pacopt.infra.interrupt`) ends the search with its
     incumbent and bound; one made before the search starts skips it, keeping the warm start and
     the trivial bound (the jobs that have any option). ``seed`` is accepted for a uniform runner
     signature; the backends are seeded by their defaults. ``progress`` shows a live line.
@@ -94,14 +89,6 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
     solution.metrics["warm_start_method"] = warm_method
     solution.metrics["trace"] = result.trace
     return solution
-
-
-def available_cores() -> int:
-    """The cores this process may run on (what the solvers use when not told)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on every platform
-        return os.cpu_count() or 1
 
 
 def _backend(method: str):

@@ -12,13 +12,14 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.jct import JctModel
 from pacopt.cluster.partition import op_counts
 from pacopt.cluster.placement import Placement
-from pacopt.cluster.simulator import EPS_MS
 from pacopt.cluster.solution import REASONS, STATUSES, JobRecord, Solution
+from pacopt.cluster.state import EPS_MS
+from pacopt.infra.errors import InputError
+from pacopt.solvers.registry import is_online
 
 REL_TOL = 1e-6
 
@@ -67,8 +68,6 @@ def find_problems(instance: Instance, solution: Solution, model: JctModel | None
 
 def _claim_problems(solution: Solution) -> list[str]:
     """Where the status, bound and gap a solution claims contradict its jobs or its method."""
-    from pacopt.solvers.api import is_online  # the method registry (api imports this module)
-
     out = []
     status, bound, accepted = solution.status, solution.bound_accepted, solution.accepted
     try:

@@ -6,13 +6,13 @@ import os
 import sys
 from pathlib import Path
 
-from pacopt.cluster.errors import InputError
-from pacopt.solvers.cli import _Parser, _run
+from pacopt.infra.commandline import CommandParser, run_command
+from pacopt.infra.errors import InputError
 
 
-def study_parser() -> _Parser:
+def study_parser() -> CommandParser:
     """The ``study`` command's arguments (a bad flag is a one-line error, exit 2)."""
-    parser = _Parser(prog="pacopt study", description=(
+    parser = CommandParser(prog="pacopt study", description=(
         "Run a study (STUDY.yaml: grids of instances x methods) and write results.parquet, "
         "results.csv, results/<cell>.json and plots."))
     parser.add_argument("study", help="the study file (YAML; see studies/ for examples)")
@@ -33,7 +33,7 @@ def study_parser() -> _Parser:
 def study_main(argv: list[str] | None = None) -> int:
     """Entry point of ``pacopt study``: 0 when every cell finished, 1 when some failed (their
     rows say why), 2 for a bad study file (before anything runs), 130 when interrupted."""
-    return _run(study_command, argv)
+    return run_command(study_command, argv)
 
 
 def study_command(argv: list[str]) -> int:
@@ -41,7 +41,7 @@ def study_command(argv: list[str]) -> int:
     one-line-error wrapper)."""
     from pacopt.analysis.metrics import summary
     from pacopt.analysis.runner import run_study
-    from pacopt.analysis.spec import load_study
+    from pacopt.analysis.study_spec import load_study
 
     args = study_parser().parse_args(argv)
     if args.workers is not None and args.workers < 1:

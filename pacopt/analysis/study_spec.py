@@ -37,11 +37,22 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pacopt.cluster.errors import InputError
-from pacopt.cluster.instance import ClusterSpec, GraphSpec, instance_from_dict, load_instance
-from pacopt.cluster.paper import HELD_OUT_SEEDS, PAPER_DISTRIBUTIONS, PAPER_GRAPHS
+from pacopt.cluster.input_spec import SpecModel, field_path
+from pacopt.cluster.instance import (
+    ClusterSpec,
+    GraphSpec,
+    instance_from_dict,
+    load_instance,
+)
+from pacopt.cluster.paper_workload import (
+    HELD_OUT_SEEDS,
+    PAPER_DISTRIBUTIONS,
+    PAPER_GRAPHS,
+)
 from pacopt.cluster.settings import PRESETS
-from pacopt.cluster.spec import SpecModel, field_path
+from pacopt.infra.errors import InputError
+from pacopt.solvers.api import check_options, solve
+from pacopt.solvers.registry import METHODS, method_family
 
 #: ``solve()`` parameters a study sets itself; every other keyword of ``solve()`` is a method
 #: option (``time_limit``, ``threads``, ``seed``, a learned agent's ``checkpoint``, ...).
@@ -218,10 +229,8 @@ def _yaml_numbers(data: Any) -> Any:
 def _check_method(method: MethodSpec, loc: tuple) -> MethodSpec:
     where = field_path(loc)
     if not method_known(method.name):
-        from pacopt.solvers.api import METHODS
         raise InputError(f"{where}.name: unknown method '{method.name}'; known: "
                          f"{', '.join(METHODS)}")
-    from pacopt.solvers.api import solve
     params = inspect.signature(solve).parameters
     for option, value in method.options.items():
         if option in _NOT_OPTIONS or option not in params:
@@ -231,30 +240,22 @@ def _check_method(method: MethodSpec, loc: tuple) -> MethodSpec:
         kind = _NUMBER_OPTIONS.get(option)
         if kind and (isinstance(value, bool) or not isinstance(value, kind)):
             raise InputError(f"{where}.{option}: must be a number, got {json.dumps(value)}")
-    from pacopt.solvers import api
-    if hasattr(api, "check_options"):  # the api's own ranges (time limit > 0, threads >= 1, ...)
-        options = method.options
-        try:
-            api.check_options(method.name, options.get("time_limit"), options.get("threads"),
-                              options.get("seed"))
-        except InputError as err:
-            raise InputError(f"{where}: {err}") from None
+    options = method.options  # the api's own ranges (time limit > 0, threads >= 1, ...)
+    try:
+        check_options(method.name, options.get("time_limit"), options.get("threads"),
+                      options.get("seed"))
+    except InputError as err:
+        raise InputError(f"{where}: {err}") from None
     return method
 
 
 def method_known(name: str) -> bool:
-    """Whether ``solve`` knows method ``name``: asks the api's own check when it has one
-    (parametric names such as ``fixed:4``), else its registry."""
-    from pacopt.solvers import api
-    if hasattr(api, "method_known"):
-        return bool(api.method_known(name))
-    if hasattr(api, "method_family"):  # raises InputError for a name no family takes
-        try:
-            api.method_family(name)
-        except InputError:
-            return False
-        return True
-    return name in api.METHODS
+    """Whether ``solve`` knows method ``name`` (parametric names such as ``fixed:4`` included)."""
+    try:
+        method_family(name)
+    except InputError:
+        return False
+    return True
 
 
 def _beta(value: Any, loc: tuple) -> tuple[str, Any]:

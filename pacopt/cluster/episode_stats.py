@@ -3,9 +3,9 @@
 Definitions:
 - ``blocking_rate`` = blocked / arrived; ``acceptance_rate`` = accepted / arrived;
 - ``episode_ms``: from 0 to the last arrival or completion, whichever is later, cut at the horizon
-  if the instance has one (the reference's episode also ends once every job is through). Measured
-  over the whole horizon instead, a 100-job paper run (arrivals over 1e5 ms, horizon 1e6 ms)
-  would read a worker utilisation of 0.075, diluted by the idle time after its last job;
+  if the instance has one (the reference's episode also ends once every job is through).
+  Measured over the whole horizon instead, a run whose jobs end long before it would have its
+  worker utilisation diluted by the idle time after its last job (``docs/experiments.md``);
 - ``throughput_jobs_per_hour``: accepted jobs per hour of episode time;
 - ``demand_throughput_bytes_per_s`` (the reference's "demand total throughput"): the accepted
   jobs' demand, their mirrored graph's op memory plus dependency bytes, per second of episode;

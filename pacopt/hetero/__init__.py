@@ -1,17 +1,22 @@
 """Heterogeneous resources and cost (pacopt's version of HeterPS): types, the job-level model,
 plans and their validator, and the greedy baseline."""
 
-from pacopt.cluster.hetero.model import (
+from pacopt.hetero.model import (
     HeteroPlan,
     HeteroProblem,
     Stage,
-    build_problem,
+    build_hetero_problem,
     plan_from_types,
     plan_problems,
     step_budget,
 )
-from pacopt.cluster.hetero.types import EXAMPLE_TYPES, ResourceTypes, load_types, types_from_dict
+from pacopt.hetero.types import (
+    EXAMPLE_TYPES,
+    ResourceTypes,
+    load_types,
+    types_from_dict,
+)
 
 __all__ = ["EXAMPLE_TYPES", "HeteroPlan", "HeteroProblem", "ResourceTypes", "Stage",
-           "build_problem", "load_types", "plan_from_types", "plan_problems", "step_budget",
+           "build_hetero_problem", "load_types", "plan_from_types", "plan_problems", "step_budget",
            "types_from_dict"]

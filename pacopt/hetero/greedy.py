@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from pacopt.cluster.hetero.model import (
+from pacopt.hetero.model import (
     HeteroPlan,
     HeteroProblem,
     infeasible_plan,

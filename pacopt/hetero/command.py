@@ -3,8 +3,8 @@
 ``pacopt hetero GRAPH --types TYPES.json (--throughput STEPS_PER_S | --deadline-ms T)
 [--method dp|milp|cpsat|rl|greedy] [--json]`` assigns a resource type to every op of one job,
 provisions its pipeline stages and prints the plan (the model:
-:mod:`pacopt.cluster.hetero.model`). Every plan goes through the validator
-(:func:`~pacopt.cluster.hetero.model.plan_problems`) before it is reported; an unreachable
+:mod:`pacopt.hetero.model`). Every plan goes through the validator
+(:func:`~pacopt.hetero.model.plan_problems`) before it is reported; an unreachable
 throughput is an ``infeasible`` result (exit 0), a plan that fails validation exits 1, bad input
 is one line and exit 2.
 """
@@ -15,14 +15,20 @@ import json
 import sys
 from pathlib import Path
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.graph import JobGraph
-from pacopt.cluster.hetero.model import HeteroPlan, HeteroProblem, build_problem, plan_problems, \
-    step_budget
-from pacopt.cluster.hetero.types import ResourceTypes
+from pacopt.hetero.model import (
+    HeteroPlan,
+    HeteroProblem,
+    build_hetero_problem,
+    plan_problems,
+    step_budget,
+)
+from pacopt.hetero.types import ResourceTypes
+from pacopt.infra.commandline import command_parser, run_command
+from pacopt.infra.errors import InputError
 
 #: Methods: name -> one-line description.
-METHODS = {
+HETERO_METHODS = {
     "dp": "exact: dynamic programme over the linear order",
     "milp": "exact: path MILP by column generation (HiGHS; final master in Pyomo)",
     "cpsat": "exact: compact model in OR-Tools CP-SAT",
@@ -38,23 +44,23 @@ def run_method(problem: HeteroProblem, method: str, *, time_limit: float | None 
     found, if any, in ``plan.note``). ``rl`` uses ``policy`` (a loaded checkpoint) if given,
     else loads ``checkpoint`` (default: the bundled one)."""
     if method in ("dp", "milp", "cpsat"):
-        from pacopt.formulations import hetero as exact
+        from pacopt.hetero import exact
 
         if method == "dp":
             plan = exact.solve_dp(problem)
         else:
-            solver = exact.solve_milp if method == "milp" else exact.solve_cpsat
+            solver = exact.solve_hetero_milp if method == "milp" else exact.solve_hetero_cpsat
             plan = solver(problem, time_limit=time_limit, threads=threads)
     elif method == "greedy":
-        from pacopt.cluster.hetero.greedy import solve_greedy
+        from pacopt.hetero.greedy import solve_greedy
 
         plan = solve_greedy(problem)
     elif method == "rl":
-        from pacopt.learned.hetero import CHECKPOINT, load_policy, solve_rl
+        from pacopt.hetero.rl import CHECKPOINT, load_policy, solve_rl
 
         plan = solve_rl(problem, policy or load_policy(checkpoint or CHECKPOINT))
     else:
-        raise InputError(f"method: unknown '{method}'; known: {', '.join(METHODS)}")
+        raise InputError(f"method: unknown '{method}'; known: {', '.join(HETERO_METHODS)}")
     if plan.status == "error":
         return plan
     problems = plan_problems(problem, plan)
@@ -71,27 +77,25 @@ def solve_hetero(graph: JobGraph, types: ResourceTypes, *, throughput: float | N
     """The validated plan of ``method`` for one job on ``types``, to meet ``throughput``
     (steps/s) or ``deadline_ms`` for ``training_steps`` steps (give exactly one)."""
     budget = step_budget(throughput, deadline_ms, training_steps)
-    problem = build_problem(graph, types, budget, training_steps)
+    problem = build_hetero_problem(graph, types, budget, training_steps)
     return run_method(problem, method, time_limit=time_limit, threads=threads,
                       checkpoint=checkpoint)
 
 
 def hetero_main(argv: list[str] | None = None) -> int:
-    """Entry point of ``pacopt hetero`` (bad input: one line, exit 2)."""
-    from pacopt.solvers.cli import _run
-
-    return _run(_hetero, argv)
+    """``pacopt hetero`` as a process of its own (bad input: one line, exit 2)."""
+    return run_command(hetero_command, argv)
 
 
-def _hetero(argv) -> int:
+def hetero_command(argv: list[str] | None) -> int:
+    """``pacopt hetero GRAPH --types TYPES.json (--throughput S | --deadline-ms T) [options]``."""
     from pacopt.cluster.graph_sources import resolve_graph
-    from pacopt.cluster.hetero.types import load_types
-    from pacopt.solvers.cli import _Parser
+    from pacopt.hetero.types import load_types
 
-    parser = _Parser(prog="pacopt hetero", description=(
+    parser = command_parser("hetero", (
         "Cheapest type per op and provisioning of one job's pipeline stages to meet a throughput "
         "(pacopt's version of HeterPS)."),
-        epilog="methods: " + "; ".join(f"{k}: {v}" for k, v in METHODS.items()))
+        epilog="methods: " + "; ".join(f"{k}: {v}" for k, v in HETERO_METHODS.items()))
     parser.add_argument("graph", help="a PipeDream graph.txt, an inline-graph .json, a bundled "
                                       "example name (cnn, resnet, transformer) or a downloaded "
                                       "PipeDream model")
@@ -104,7 +108,7 @@ def _hetero(argv) -> int:
                       help="finish --steps training steps within T ms")
     parser.add_argument("--steps", type=int, default=50,
                         help="training steps of the job (default 50, PAC-ML's)")
-    parser.add_argument("--method", choices=list(METHODS), default="dp")
+    parser.add_argument("--method", choices=list(HETERO_METHODS), default="dp")
     parser.add_argument("--time-limit", type=float, default=60.0, metavar="S",
                         help="for milp and cpsat (default 60)")
     parser.add_argument("--threads", type=int, metavar="N", help="solver threads (milp, cpsat)")

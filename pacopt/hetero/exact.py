@@ -1,56 +1,24 @@
-"""Exact methods for the heterogeneous problem (:mod:`pacopt.cluster.hetero.model`).
+"""Exact methods for the heterogeneous problem (:mod:`pacopt.hetero.model`).
 
 All three solve the same model over the graph's linear (topological) order, so on every graph,
 not only chains, their optima must agree; they share no code beyond the model's arrays except
-that the DP and the MILP both price a stage with
-:func:`~pacopt.cluster.hetero.model.least_replicas`, while CP-SAT writes the stage-time rows
-itself.
+that the DP and the MILP both price a stage with :func:`~pacopt.hetero.model.least_replicas`,
+while CP-SAT writes the stage-time rows itself, so each checks the others.
 
-**DP** (:func:`solve_dp`). ``F[b, k]`` = least cost of positions ``0..b-1`` whose last stage has
-type k and ends at b-1; ``F[b, k] = min over a < b, k' != k of F[a, k'] + price_k r(a, b, k, k')``
-(with ``F[0, .] = 0`` and no predecessor for a = 0), where r is the stage's least replica count.
-A stage's cost depends only on its own positions, its type and the type before it, so this is
-exact: O(n^2 K^2) closed-form evaluations, vectorised over a and k'.
+- **DP** (:func:`solve_dp`): least cost of the first b positions whose last stage has type k,
+  over the last stage's start and the type before it; exact, O(n^2 K^2), vectorised.
+- **MILP** (:func:`solve_hetero_milp`): the path formulation, one binary column per possible
+  stage; its matrix is totally unimodular, but it has O(n^2 K^2) columns, so it is solved by
+  column generation in HiGHS, priced in numpy over all columns (:func:`stage_costs`), and the
+  final master on the optimum's support in Pyomo + HiGHS.
+- **CP-SAT** (:func:`solve_hetero_cpsat`): a compact formulation (per position and type: the
+  type, the stage's replicas, the stage time accumulated with big-M resets), in integer ns and
+  micro-dollars rounded against the plan.
 
-**MILP** (:func:`solve_milp`): the path formulation. Nodes (b, k) = "positions 0..b-1 covered,
-the last stage has type k"; a binary column per possible stage (a..b-1, type k, after type k')
-from node (a, k') (the source if a = 0) to node (b, k), costing price_k r(a, b, k, k'); one unit
-of flow from the source to any node (n, .). Its constraint matrix is a network matrix (totally
-unimodular), so its LP optimum is integral; but it has O(n^2 K^2) columns (9 million on
-nasnetalarge), so it is solved by **column generation**: a restricted LP in HiGHS (highspy,
-which adds columns in place) starting from the single-type plans (and an artificial column that
-keeps it feasible); every round adds, for every node (b, k), the column of least reduced cost
-``cost - y[b,k] + y[a,k']`` (``cost - y[b,k] - y_source`` for a first stage) if it is negative,
-computed from HiGHS's duals over *all* columns (numpy, the costs tabulated once by
-:func:`stage_costs`). When none is negative, the restricted LP optimum is optimal over all
-columns (LP duality) and integral (a simplex vertex of a totally unimodular system); the final
-master, restricted to that optimum's support, is solved with binary columns in Pyomo + HiGHS,
-which gives the plan. If the artificial column carries the flow at that point, no plan exists.
-On nasnetalarge (1251 ops) it takes 14 rounds and about 11k columns.
-(A compact big-M formulation in HiGHS, the one CP-SAT uses below, left resnet18 (71 ops) at a
-9 % gap after 60 s: its LP relaxation is the fluid bound and the per-stage rounding up of
-replicas is left to branching.)
-
-**CP-SAT** (:func:`solve_cpsat`): a compact formulation. Per position p and type k:
-
-- ``y[p,k]`` binary, ``sum_k y[p,k] = 1``; ``s[p,k] = y[p,k] and not y[p-1,k]`` (a stage of type
-  k starts at p; exact by three rows); ``t[p,k',k] >= y[p-1,k'] + y[p,k] - 1`` (the transition);
-- ``R[p,k]`` integer in 0..max_replicas, the replicas of p's stage if it has type k, else 0
-  (``y <= R <= max_replicas y``); within a stage it is constant (``R[p,k] - R[p-1,k] <=
-  max_replicas s[p,k]``, ``R[p-1,k] - R[p,k] <= max_replicas (1 - y[p,k])``), and the cost is
-  ``sum price_k z[p,k]`` with ``z[p,k] >= R[p,k] - R[p-1,k]`` (the increase at a stage start);
-- the stage time times r (``W + C + r L + (r - 1) A <= r T``) accumulated along the stage:
-  ``acc[p] >= acc[p-1] + sum_k (w[p,k] y[p,k] + a[p,k] (R[p,k] - y[p,k])) - M new[p]`` and, at a
-  start, the same without ``acc[p-1]`` plus ``sum C[p,k',k] t[p,k',k] + lam[p]``, with
-  ``lam[p] >= L[k',k] (R[p,k] - max_replicas (1 - y[p-1,k']))``; ``acc[p] <= T sum_k R[p,k]``;
-- valid cuts: each op fits its stage alone, and per type ``T sum_p z[p,k] >= sum_p w[p,k]
-  y[p,k]`` (a stage of W ms needs r >= W / T).
-
-CP-SAT needs integers: times are in ns, every cost rounded up and the budget down (beyond float
-noise), prices in micro-dollars, so its plans are feasible in the real-valued model and on data
-exact at 1 ns its optimum is the DP's. Every method's answer is re-provisioned (least replicas
-per stage) and priced in floating point by
-:func:`~pacopt.cluster.hetero.model.plan_from_types`; the solvers' proven bound is kept.
+Every method's answer is re-provisioned (least replicas per stage) and priced in floating point
+by :func:`~pacopt.hetero.model.plan_from_types`; the solvers' proven bound is kept. The
+recurrences and every row: ``docs/notes/hetero.md``; what was measured (why the MILP is not the
+compact model): ``docs/experiments.md`` (Heterogeneous resources).
 """
 
 from __future__ import annotations
@@ -67,15 +35,15 @@ from pyomo.contrib.solver.common.factory import SolverFactory
 from pyomo.contrib.solver.common.results import SolutionStatus
 from pyomo.core.expr import LinearExpression, MonomialTermExpression
 
-from pacopt.cluster.hetero.model import (
+from pacopt.hetero.model import (
+    REL_TOL,
     HeteroPlan,
     HeteroProblem,
-    REL_TOL,
     infeasible_plan,
     least_replicas,
     plan_from_types,
 )
-from pacopt.formulations.quiet import c_stdout_silenced
+from pacopt.infra.quiet import c_stdout_silenced
 
 EXACT_METHODS = ("dp", "milp", "cpsat")
 _NS = 1_000_000  # CP-SAT's time unit: ns per ms
@@ -84,7 +52,7 @@ NO_PLAN = "no type assignment meets the step budget with at most max_replicas re
 
 # ----- dynamic programme ---------------------------------------------------------------------
 def solve_dp(problem: HeteroProblem) -> HeteroPlan:
-    """The optimum by dynamic programming over the linear order (module docstring)."""
+    """The optimum by dynamic programming over the linear order (``docs/notes/hetero.md``)."""
     started = time.perf_counter()
     n, K = problem.num_positions, problem.num_types
     prices = problem.types.prices
@@ -148,7 +116,7 @@ class _Rows:
 
 
 def _compact(problem: HeteroProblem) -> tuple[_Rows, list[list[int]]]:
-    """The compact formulation (module docstring), times in whole ns (costs rounded up, the
+    """The compact formulation (``docs/notes/hetero.md``), times in whole ns (costs rounded up, the
     budget down). Returns the rows and the ``y`` variable of each (position, type)."""
     n, K, rmax = problem.num_positions, problem.num_types, problem.max_replicas
     f = _Rows()
@@ -244,7 +212,7 @@ def stage_costs(problem: HeteroProblem) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 class _PathMaster:
-    """The restricted path LP of the column generation, in HiGHS (module docstring)."""
+    """The restricted path LP of the column generation, in HiGHS (``docs/notes/hetero.md``)."""
 
     def __init__(self, problem: HeteroProblem, threads: int | None):
         self.n, self.K = problem.num_positions, problem.num_types
@@ -294,9 +262,9 @@ class _PathMaster:
         return nodes, float(dual[self.source]), np.asarray(solution.col_value)
 
 
-def solve_milp(problem: HeteroProblem, time_limit: float | None = 60.0,
+def solve_hetero_milp(problem: HeteroProblem, time_limit: float | None = 60.0,
                threads: int | None = None) -> HeteroPlan:
-    """The optimum by the path MILP, generated column by column (module docstring)."""
+    """The optimum by the path MILP, generated column by column (``docs/notes/hetero.md``)."""
     started = time.perf_counter()
     n, K = problem.num_positions, problem.num_types
     costs = stage_costs(problem)
@@ -388,7 +356,7 @@ def _integral_master(master: _PathMaster, keep: list[int], time_limit: float | N
     return chosen, float(result.incumbent_objective)
 
 
-def solve_cpsat(problem: HeteroProblem, time_limit: float | None = 60.0,
+def solve_hetero_cpsat(problem: HeteroProblem, time_limit: float | None = 60.0,
                 threads: int | None = None) -> HeteroPlan:
     """The optimum by the compact formulation in CP-SAT (times in whole ns, rounded against the
     plan: ``optimal`` is proven for that rounded model, which is the real one on data exact at

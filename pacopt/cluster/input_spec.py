@@ -1,6 +1,6 @@
 """The base of the instance format's pydantic models, and one-line error messages from them.
 
-Every model of the format (``DESIGN.md`` section 4) derives from :class:`SpecModel`, whose
+Every model of the format (``docs/formats.md``) derives from :class:`SpecModel`, whose
 :meth:`SpecModel.parse` turns any validation failure into one :class:`InputError` naming the
 field path (``jobs[2].arrival_ms: ...``).
 """
@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from pacopt.cluster.errors import InputError
+from pacopt.infra.errors import InputError
 
 # ----- size limits --------------------------------------------------------------------------------
 # Far above real use (the paper: 1001 jobs on 32 servers, graphs of tens to hundreds of ops), and

@@ -2,40 +2,24 @@
 
 HeterPS (Liu et al., arXiv 2111.10635) assigns each layer of a DNN to a resource type and
 provisions resources so as to minimise monetary cost under a throughput requirement. Only its
-abstract was at hand, so everything below (the stage time, the communication and all-reduce
-charges, replicas, what is linearised) is **pacopt's own design**.
+abstract was at hand, so the model here is **pacopt's own design**; ``docs/notes/hetero.md``
+gives it in full (every term, what is conservative, what is not modelled).
 
-**Linear order.** The ops of the job graph are taken in its topological order
-(:attr:`JobGraph.topological_order`, Kahn's breadth-first order; for a chain, the chain).
-Each op gets one type; a **stage** is a maximal run of consecutive positions of that order with
-one type, so two consecutive stages always have different types. A stage runs the forward and
-backward passes of its ops.
-
-**Provisioning.** Stage s (positions a..b-1, type k, preceded by a stage of type k' unless a = 0)
-runs on r_s >= 1 instances of type k (data-parallel replicas, r_s <= ``max_replicas``); each
-replica takes 1/r_s of the batch. Its time per training step, in ms::
+The ops are taken in the graph's topological order (:attr:`JobGraph.topological_order`); each
+gets one type, and a **stage** is a maximal run of consecutive positions with one type. Stage s
+(type k, after a stage of type k' unless it is the first) runs on r_s data-parallel replicas of
+type k, each taking 1/r_s of the batch, and its time per training step, in ms, is::
 
     t_s(r) = (W_s + C_s) / r + L_s + (r - 1) / r * A_s
 
-    W_s = sum of the ops' forward + backward times on type k      (compute; see types.py)
-    C_s = 2 * cut(a) / bandwidth(k', k)       the activations crossing boundary a come in and
-                                              their gradients go back; each replica moves 1/r
-    L_s = 2 * latency(k', k)                  once per direction (replicas move in parallel)
-    A_s = 2 * sum of the ops' parameter bytes / bandwidth(k, k)   ring all-reduce of the stage's
-                                              gradients among its r replicas: 2 (r-1)/r P / bw
-    cut(a) = activation bytes of the ops before position a with a consumer at or after a
-             (for a DAG, skip connections are relayed through the stages in between)
-
-with C_s = L_s = 0 for the first stage. Nothing overlaps within a stage (conservative); the
-pipeline of stages is in steady state (its fill and drain are ignored), so the job runs at
-``1000 / max_s t_s`` steps/s. A throughput requirement of X steps/s is a step budget
-T = 1000 / X ms; a deadline D ms for ``training_steps`` steps is T = D / training_steps.
-
-**Objective.** Minimise the cost per hour, sum_s price(k_s) * r_s, subject to t_s(r_s) <= T for
-every stage. Given the stages, each stage's cheapest feasible r is the least one, in closed form
-(:func:`least_replicas`): t_s(r) <= T  <=>  W + C - A <= r (T - L - A). The cost of the whole
-job is the cost per hour times the job's hours (training_steps steps at the achieved step time).
-Device memory and the number of instances available per type are not limited.
+W_s: the ops' forward + backward time on type k; C_s: the activations crossing into the stage
+and their gradients, over the k'-k link; L_s: that link's latency, both ways; A_s: the ring
+all-reduce of the stage's gradients among its replicas; C_s = L_s = 0 for the first stage. The
+job runs at ``1000 / max_s t_s`` steps/s, so a throughput of X steps/s is a step budget
+T = 1000 / X ms (a deadline D ms for ``training_steps`` steps: T = D / training_steps). The
+objective is the least cost per hour, sum_s price(k_s) * r_s, with t_s(r_s) <= T for every
+stage; given the stages, each stage's least feasible r is in closed form
+(:func:`least_replicas`).
 """
 
 from __future__ import annotations
@@ -45,9 +29,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.graph import JobGraph
-from pacopt.cluster.hetero.types import ResourceTypes, type_op_times
+from pacopt.hetero.types import ResourceTypes, type_op_times
+from pacopt.infra.errors import InputError
 
 #: Relative slack on the step budget when checking a stage (float noise, not a modelling margin).
 REL_TOL = 1e-9
@@ -124,7 +108,7 @@ def cut_bytes(graph: JobGraph, order: tuple[int, ...]) -> np.ndarray:
     return cut
 
 
-def build_problem(graph: JobGraph, types: ResourceTypes, step_budget_ms: float,
+def build_hetero_problem(graph: JobGraph, types: ResourceTypes, step_budget_ms: float,
                   training_steps: int = 50) -> HeteroProblem:
     """Precompute the arrays of the model (module docstring) for ``graph`` on ``types``."""
     order = graph.topological_order

@@ -5,7 +5,7 @@ design: only the paper's abstract was at hand) is a small MLP policy trained wit
 MaskablePPO in :class:`HeteroEnv`:
 
 - an episode is one problem (a graph, the types, a step budget); step p assigns a type to
-  position p of the linear order, through the same :class:`~pacopt.cluster.hetero.greedy.Walk`
+  position p of the linear order, through the same :class:`~pacopt.hetero.greedy.Walk`
   as the greedy, so the open stage's least replica count is kept exactly;
 - the mask allows the types that keep the open (or new) stage within the budget with at most
   ``max_replicas`` replicas;
@@ -19,14 +19,13 @@ MaskablePPO in :class:`HeteroEnv`:
   stage's replicas, length and headroom. It has a fixed size for a fixed number of types, so a
   checkpoint serves one types file's shape (4 types for the bundled one).
 
-Training (:func:`train`) samples a training graph and a step budget (the graph's A100 step time
+Training (:func:`train_hetero_policy`) samples a training graph and a step budget (the graph's A100 step time
 divided by a log-uniform factor in :data:`LOAD_RANGE`) per episode. It first clones the DP
 optimum's choices on 400 sampled problems (behaviour cloning of the masked policy: a warm start,
-as the cluster agent's imitation), then fine-tunes with MaskablePPO. Measured on the held-out
-graphs, the cloning does most of the work: PPO runs of 60k-200k steps after it changed the gaps
-only on gnmt_large, the one held-out graph unlike the training ones, better or worse by run;
-:func:`evaluate` reports the cost gap to the DP optimum on graphs never trained on.
-``python -m pacopt.learned.hetero --help``; the shipped checkpoint's run is described in
+as the cluster agent's imitation), then fine-tunes with MaskablePPO; the cloning does most of
+the work (``docs/experiments.md``, Heterogeneous resources). :func:`evaluate` reports the cost
+gap to the DP optimum on graphs never trained on.
+``python -m pacopt.hetero.rl --help``; the shipped checkpoint's run is described in
 ``examples/hetero/rl_policy.json``.
 """
 
@@ -41,17 +40,17 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.graph import JobGraph
-from pacopt.cluster.hetero.greedy import Walk
-from pacopt.cluster.hetero.model import (
+from pacopt.hetero.greedy import Walk
+from pacopt.hetero.model import (
     HeteroPlan,
     HeteroProblem,
-    build_problem,
+    build_hetero_problem,
     infeasible_plan,
     plan_from_types,
 )
-from pacopt.cluster.hetero.types import EXAMPLE_TYPES, ResourceTypes, load_types
+from pacopt.hetero.types import EXAMPLE_TYPES, ResourceTypes, load_types
+from pacopt.infra.errors import InputError
 
 #: The shipped checkpoint (trained on the bundled types) and its description.
 CHECKPOINT = EXAMPLE_TYPES.parent / "rl_policy.zip"
@@ -170,7 +169,7 @@ def load_policy(path: str | Path = CHECKPOINT):
     path = Path(path)
     if not path.is_file():
         raise InputError(f"RL checkpoint '{path}' not found; train one with "
-                         "`python -m pacopt.learned.hetero --out FILE`")
+                         "`python -m pacopt.hetero.rl --out FILE`")
     try:
         return MaskablePPO.load(path, device="cpu")
     except Exception as err:  # sb3 raises many kinds on a bad zip; the user needs the path
@@ -225,7 +224,7 @@ def problem_sampler(graphs: list[JobGraph], types: ResourceTypes, load_range=LOA
         g = int(rng.integers(len(graphs)))
         load = round(math.exp(rng.uniform(lo, hi)), 1)  # a coarse grid keeps the cache small
         if (g, load) not in cache:
-            cache[g, load] = build_problem(graphs[g], types, graphs[g].step_ms / load)
+            cache[g, load] = build_hetero_problem(graphs[g], types, graphs[g].step_ms / load)
         return cache[g, load]
 
     return sample
@@ -233,13 +232,13 @@ def problem_sampler(graphs: list[JobGraph], types: ResourceTypes, load_range=LOA
 
 def evaluate(model, graphs: list[JobGraph], types: ResourceTypes, loads=EVAL_LOADS) -> list[dict]:
     """Per graph and load: the RL, greedy and DP (optimal) costs per hour and the gaps."""
-    from pacopt.cluster.hetero.greedy import solve_greedy
-    from pacopt.formulations.hetero import solve_dp
+    from pacopt.hetero.exact import solve_dp
+    from pacopt.hetero.greedy import solve_greedy
 
     rows = []
     for graph in graphs:
         for load in loads:
-            problem = build_problem(graph, types, graph.step_ms / load)
+            problem = build_hetero_problem(graph, types, graph.step_ms / load)
             best = solve_dp(problem)
             if best.status != "optimal":
                 continue
@@ -258,7 +257,7 @@ def _gap(plan: HeteroPlan, best: HeteroPlan) -> float | None:
 
 def demonstrations(problems: list[HeteroProblem]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(observations, masks, actions) of the DP optimum's choices on ``problems``."""
-    from pacopt.formulations.hetero import solve_dp
+    from pacopt.hetero.exact import solve_dp
 
     obs, masks, actions = [], [], []
     for problem in problems:
@@ -301,7 +300,7 @@ def imitate(model, problems: list[HeteroProblem], epochs: int = 30, seed: int = 
     return loss_value
 
 
-def train(graphs: list[JobGraph], types: ResourceTypes, timesteps: int, seed: int = 0,
+def train_hetero_policy(graphs: list[JobGraph], types: ResourceTypes, timesteps: int, seed: int = 0,
           imitation_problems: int = 400, learning_rate: float = 1e-4, progress: bool = False):
     """Train the policy (small MLP) on problems drawn from ``graphs``: behaviour cloning of the
     DP optimum on ``imitation_problems`` sampled problems, then MaskablePPO for ``timesteps``."""
@@ -348,10 +347,10 @@ def _progress_bar(total: int):
 
 def main(argv: list[str] | None = None) -> int:
     """Train on :data:`TRAIN_GRAPHS`, report gaps on :data:`HELD_OUT_GRAPHS`, save the policy."""
-    from pacopt.solvers.cli import _Parser, _run
+    from pacopt.infra.commandline import CommandParser, run_command
 
     def run(argv) -> int:
-        parser = _Parser(prog="python -m pacopt.learned.hetero",
+        parser = CommandParser(prog="python -m pacopt.hetero.rl",
                          description="Train the heterogeneous RL scheduler and report its gaps.")
         parser.add_argument("--types", default=str(EXAMPLE_TYPES))
         parser.add_argument("--timesteps", type=int, default=200_000)
@@ -363,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         types = load_types(args.types)
         started = time.perf_counter()
-        model = train(training_graphs(TRAIN_GRAPHS), types, args.timesteps, args.seed,
+        model = train_hetero_policy(training_graphs(TRAIN_GRAPHS), types, args.timesteps, args.seed,
                       imitation_problems=args.imitation, learning_rate=args.learning_rate,
                       progress=sys.stderr.isatty())
         minutes = (time.perf_counter() - started) / 60
@@ -381,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({k: v for k, v in summary.items() if k != "held_out"}, indent=1))
         return 0
 
-    return _run(run, argv)
+    return run_command(run, argv)
 
 
 if __name__ == "__main__":

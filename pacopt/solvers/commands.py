@@ -1,67 +1,30 @@
-"""Command lines: ``solve INSTANCE.json`` and ``pacopt <command>``.
+"""The solver layer's commands: ``solve INSTANCE.json`` and ``pacopt profile | job | validate |
+download-pipedream | schema`` (dispatched by :mod:`pacopt.cli`).
 
-Exit codes: 0 success, 1 a solution failed validation, 2 bad input (one line on stderr saying
-which field or file and why, before any work), 130 interrupted (``solve`` still writes the best
-solution found, marked ``interrupted``; see :mod:`pacopt.formulations.interrupt`).
+``solve`` still writes the best solution found when interrupted, marked ``interrupted`` (see
+:mod:`pacopt.infra.interrupt`); exit codes are those of :mod:`pacopt.infra.commandline`.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import os
-import signal
 import sys
 import textwrap
 from pathlib import Path
 
-from pacopt.cluster.errors import InputError
-from pacopt.formulations.interrupt import EXIT_INTERRUPTED
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse exits with its own usage text on a bad flag; make it a one-line InputError."""
-
-    def error(self, message):
-        raise InputError(message)
-
-
-def _run(main, argv) -> int:
-    """Turn bad input and Ctrl-C into a one-line message and an exit code, never a traceback.
-
-    ``argv=None`` is a command's own process: once it ends interrupted, further Ctrl-Cs are
-    ignored, since all that is left is interpreter shutdown, where a KeyboardInterrupt would land
-    in a library's finalizer (torch's then aborts in C++, "terminate called")."""
-    try:
-        code = main(argv)
-    except InputError as err:
-        print(f"error: {_one_line(str(err))}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        code = EXIT_INTERRUPTED
-    except BrokenPipeError:  # e.g. `pacopt profile cnn | head`: the reader left, nothing is lost
-        sys.stderr.close()
-        return 0
-    if argv is None and code == EXIT_INTERRUPTED:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    return code
-
-
-def _one_line(text: str) -> str:
-    """``text`` with control characters escaped: a value quoted from the input (an op id with a
-    newline, say) cannot split the one error line."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+from pacopt.infra.commandline import CommandParser, command_parser, emit_lines
+from pacopt.infra.errors import InputError
+from pacopt.infra.interrupt import EXIT_INTERRUPTED
 
 
 # ----- solve ---------------------------------------------------------------------------------------
 def _solve_parser() -> argparse.ArgumentParser:
-    from pacopt.solvers.api import DEFAULT_METHOD, METHODS
+    from pacopt.solvers.registry import DEFAULT_METHOD, METHODS
 
-    parser = _Parser(
+    parser = CommandParser(
         prog="solve", description="Run a method on a pacopt instance and write a validated result.",
-        epilog="methods:\n" + "\n".join(_method_lines(METHODS)),
+        epilog="methods:\n" + "\n".join(_method_lines({name: m.summary for name, m in METHODS.items()})),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("instance", help="path to instance.json")
     parser.add_argument("--method", default=DEFAULT_METHOD, metavar="NAME",
@@ -94,12 +57,8 @@ def _method_lines(methods: dict[str, str], width: int = 100) -> list[str]:
     return lines
 
 
-def solve_main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``solve`` command."""
-    return _run(_solve, argv)
-
-
-def _solve(argv) -> int:
+def solve_command(argv: list[str] | None) -> int:
+    """``solve INSTANCE.json [options]``: run a method, write and summarise a validated result."""
     from pacopt.cluster.instance import load_instance
     from pacopt.cluster.solution import check_output_path
     from pacopt.solvers.api import check_options, solve
@@ -144,55 +103,6 @@ def _summary(solution, out: Path, stream) -> None:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}", file=stream)
-
-
-# ----- pacopt ---------------------------------------------------------------------------------------
-#: ``pacopt`` subcommands: name -> (module, function, one-line help). Registering a subcommand is
-#: one entry here; its module is imported only when it runs, and ``function(argv) -> int`` parses
-#: its own arguments (with :func:`command_parser`) and returns the exit code.
-COMMANDS = {
-    "profile": ("pacopt.solvers.cli", "profile_command",
-                "per-degree table of one graph on an empty cluster"),
-    "job": ("pacopt.solvers.cli", "job_command",
-            "job-level optimum: per-op split counts for one graph"),
-    "validate": ("pacopt.solvers.cli", "validate_command",
-                 "re-check a result file against its instance"),
-    "download-pipedream": ("pacopt.solvers.cli", "download_command",
-                           "fetch the public PipeDream profiles (internet)"),
-    "schema": ("pacopt.solvers.cli", "schema_command", "print the instance JSON Schema"),
-    "train": ("pacopt.learned.cli", "train_command",
-              "train the learned partitioner (imitation, then MaskablePPO); resumable"),
-    "study": ("pacopt.analysis.cli", "study_command",
-              "run a study (grids of instances x methods; local pool or --ray); resumable"),
-    "hetero": ("pacopt.solvers.hetero_cli", "hetero_main",
-               "cheapest resource types and provisioning of one job for a throughput (HeterPS)"),
-}
-
-
-def command_parser(name: str, description: str) -> argparse.ArgumentParser:
-    """The argument parser of subcommand ``name``: a bad flag is a one-line InputError."""
-    return _Parser(prog=f"pacopt {name}", description=description)
-
-
-def pacopt_main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``pacopt`` command."""
-    return _run(_pacopt, argv)
-
-
-def _pacopt(argv) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv:
-        raise InputError(f"a command is required; known: {', '.join(COMMANDS)} (see --help)")
-    if argv[0] in ("-h", "--help"):
-        width = max(map(len, COMMANDS))
-        print("usage: pacopt COMMAND [ARGS]  (pacopt COMMAND --help for its options)\n\ncommands:")
-        for name, (_, _, text) in COMMANDS.items():
-            print(f"  {name:<{width}}  {text}")
-        return 0
-    if argv[0] not in COMMANDS:
-        raise InputError(f"unknown command '{argv[0]}'; known: {', '.join(COMMANDS)}")
-    module, function, _ = COMMANDS[argv[0]]
-    return getattr(importlib.import_module(module), function)(argv[1:])
 
 
 def _graph_argument(parser: argparse.ArgumentParser) -> None:
@@ -348,21 +258,8 @@ def _validate(args) -> int:
         raise InputError(f"result '{args.result}': {err}") from None
     problems = find_problems(instance, solution) + summary_problems(data, solution)
     code = 1 if problems else 0
-    _emit(problems + ["valid" if not problems else f"INVALID: {len(problems)} problem(s)"])
+    emit_lines(problems + ["valid" if not problems else f"INVALID: {len(problems)} problem(s)"])
     return code
-
-
-def _emit(lines: list[str]) -> None:
-    """Print ``lines``; if the reader has gone (``| head``), stop printing quietly, so that the
-    command still returns its own exit code."""
-    try:
-        for line in lines:
-            print(line)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # Python's exit-time flush must not fail again
-        os.close(devnull)
 
 
 def _download(args) -> int:
@@ -383,7 +280,7 @@ def _download(args) -> int:
         if isinstance(err, InputError):
             raise
         raise InputError(f"download failed (is there internet access?): {err}") from None
-    _emit([str(path) for path in paths])
+    emit_lines([str(path) for path in paths])
     return 0
 
 
@@ -394,5 +291,3 @@ def _schema() -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(pacopt_main())

@@ -34,12 +34,12 @@ from typing import Self
 import numpy as np
 from pydantic import Field, model_validator
 
-from pacopt.cluster.errors import InputError
 from pacopt.cluster.graph import JobGraph
-from pacopt.cluster.spec import SpecModel
+from pacopt.cluster.input_spec import SpecModel
+from pacopt.infra.errors import InputError
 
 #: The bundled example types (illustrative prices and speeds; see the file's ``note``).
-EXAMPLE_TYPES = Path(__file__).resolve().parents[3] / "examples" / "hetero" / "types.json"
+EXAMPLE_TYPES = Path(__file__).resolve().parents[2] / "examples" / "hetero" / "types.json"
 
 
 class TypeSpec(SpecModel):

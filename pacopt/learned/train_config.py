@@ -1,0 +1,150 @@
+"""The settings of a training run, :class:`TrainConfig`, which are also the ``pacopt train``
+command line: each field that is an option carries its flag, help and allowed range
+(:class:`Option`), and the config checks the ranges. Kept apart from :mod:`pacopt.learned.train`
+so that the command checks its flags without importing torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS
+from pacopt.infra.errors import InputError
+from pacopt.learned.env import PartitionEnv, WorkloadFamily
+
+#: Training-range seeds the best checkpoint is selected on (never the held-out seeds).
+VALIDATION_SEEDS = tuple(range(9_000, 9_008))
+
+
+@dataclass(frozen=True)
+class Option:
+    """How a :class:`TrainConfig` field is set on the ``pacopt train`` command line (the field's
+    ``metadata["option"]``; :mod:`pacopt.learned.train_command` builds its parser from these),
+    and the range its value must lie in (:class:`TrainConfig` checks it)."""
+
+    flag: str
+    help: str | None = None  # ``%(default)s`` (or ``%(default)g``) there is the field's default
+    type: Callable[[str], Any] = str
+    choices: tuple | None = None
+    metavar: str | None = None
+    parse: Callable[[Any], Any] | None = None  # the command line's value -> the field's value
+    switch_off: bool = False  # a flag without a value that sets the field to False
+    minimum: float | None = None  # the value is a finite number >= minimum (None: no range) ...
+    exclusive: bool = False  # ... or > minimum
+    error: str | None = None  # the message when it is not (default "FLAG must be ...")
+
+    def check(self, value) -> None:
+        """Raise :class:`InputError` (naming the flag) for a value outside the range; None, the
+        absent value, is always allowed."""
+        if self.minimum is None or value is None:
+            return
+        above = self.minimum < value if self.exclusive else self.minimum <= value
+        if not (above and value < math.inf):  # NaN is neither
+            number = "a finite number " if self.type is float else ""
+            relation = ">" if self.exclusive else ">="
+            raise InputError(self.error
+                             or f"{self.flag} must be {number}{relation} {self.minimum:g}")
+
+
+def _option(default, flag: str, help: str | None = None, **option) -> Any:
+    """A :class:`TrainConfig` field that is a command-line option (:class:`Option`); its value
+    type is its default's unless given."""
+    if "type" not in option and isinstance(default, (int, float)) and not isinstance(default, bool):
+        option["type"] = type(default)
+    return field(default=default, metadata={"option": Option(flag, help, **option)})
+
+
+def _distributions(name: str) -> tuple[str, ...]:
+    return PAPER_DISTRIBUTIONS if name == "all" else (name,)
+
+
+def _teacher(name: str) -> str:
+    return "" if name == "none" else name
+
+
+#: The one message for an integer option out of range (the command has always given it whole).
+_COUNTS_ERROR = ("--envs, --steps, --dagger-episodes and --warm-epochs must be >= 1, "
+                 "--seed, --warm-episodes and --dagger-rounds >= 0")
+_TARGET_ERROR = ("--teacher-temperature must be a finite number > 0 and "
+                 "--regret-weight a finite number >= 0")
+
+
+@dataclass
+class TrainConfig:
+    """Settings of one training run (recorded in ``run.json``); the fields made with
+    :func:`_option` are also ``pacopt train``'s options, their ranges checked here."""
+
+    distributions: tuple[str, ...] = _option(
+        PAPER_DISTRIBUTIONS, "--dist", "beta distribution of the training episodes (default: all "
+        "four)", choices=(*PAPER_DISTRIBUTIONS, "all"), parse=_distributions)
+    preset: str = _option("ddls", "--preset", choices=("ddls", "physical"))
+    num_jobs: int = 1001
+    minutes: float = _option(60.0, "--minutes", "wall-clock budget of this run (default "
+                             "%(default)g)", minimum=0, exclusive=True)
+    max_steps: int | None = _option(None, "--steps", "stop after this many environment steps",
+                                    type=int, minimum=1, error=_COUNTS_ERROR)
+    envs: int = _option(2, "--envs", "parallel environments (default %(default)s)", minimum=1,
+                        error=_COUNTS_ERROR)
+    subprocess: bool = True
+    seed: int = _option(0, "--seed", minimum=0, error=_COUNTS_ERROR)
+    teacher: str = _option(
+        "tuned", "--teacher", "policy imitated by the warm start (default %(default)s): tuned, "
+        "rollout (rollouts over tuned on sampled futures: about a minute per episode, "
+        "stronger), lookahead (the same on the episode's real future: hindsight), any online "
+        "heuristic, agent:PATH (a trained agent; {dist} in PATH becomes each distribution: "
+        "distillation), or none", parse=_teacher)
+    init: str | None = _option(None, "--init", "start from this checkpoint instead of the warm "
+                               "start (fine-tuning)", metavar="CHECKPOINT")
+    warm_episodes: int = _option(5, "--warm-episodes", "teacher episodes per distribution in the "
+                                 "warm start (default %(default)s)", minimum=0,
+                                 error=_COUNTS_ERROR)
+    warm_epochs: int = _option(6, "--warm-epochs", "passes over the labelled states after each "
+                               "round (default %(default)s; the rollout teacher's soft targets "
+                               "want more, e.g. 32)", minimum=1, error=_COUNTS_ERROR)
+    dagger_rounds: int = _option(1, "--dagger-rounds", "rounds in which the agent drives and the "
+                                 "teacher labels the states it visits (default %(default)s)",
+                                 minimum=0, error=_COUNTS_ERROR)
+    dagger_episodes: int = _option(2, "--dagger-episodes", "episodes per distribution in each "
+                                   "DAgger round (default %(default)s)", minimum=1,
+                                   error=_COUNTS_ERROR)
+    teacher_temperature: float = _option(
+        0.25, "--teacher-temperature", "jobs: a rollout score gap of this much makes the "
+        "teacher's target e times likelier (default %(default)g)", minimum=0, exclusive=True,
+        error=_TARGET_ERROR)
+    regret_weight: float = _option(
+        0.0, "--regret-weight", "weight of the agent's expected regret, in jobs, under the "
+        "rollout teacher's scores (default %(default)g; 4 keeps rare costly mistakes out)",
+        minimum=0, error=_TARGET_ERROR)
+    spill: bool = _option(True, "--no-spill", "build the network without its spill features "
+                          "(as checkpoints trained before they existed)", switch_off=True)
+    learning_rate: float = 1e-4
+    n_steps: int = 512
+    batch_size: int = 256
+    n_epochs: int = 4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_range: float = 0.1
+    ent_coef: float = 0.001
+    eval_every: int = 50_000
+    validation_seeds: tuple[int, ...] = VALIDATION_SEEDS
+    reward: str = "acceptance"
+    torch_threads: int = 1  # small networks: one thread each beats threads fighting for 2 cores
+
+    def __post_init__(self) -> None:
+        for each in fields(self):
+            if "option" in each.metadata:
+                each.metadata["option"].check(getattr(self, each.name))
+
+    def policy_kwargs(self) -> dict:
+        """What :class:`~pacopt.learned.gnn.DegreePolicy` is built with."""
+        return {"features_extractor_kwargs": {"spill": self.spill}}
+
+    def family(self, **kwargs) -> WorkloadFamily:
+        return WorkloadFamily.paper(self.distributions, self.preset, self.num_jobs, **kwargs)
+
+    def env(self) -> PartitionEnv:
+        """A training environment (rewards scaled by 1 - gamma: returns of about 1)."""
+        return PartitionEnv(self.family(), self.reward, reward_scale=1.0 - self.gamma)
