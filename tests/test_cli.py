@@ -530,7 +530,7 @@ def test_failed_download_leaves_no_empty_folder(tmp_path, monkeypatch, capsys):
 
 def test_live_line_ticks_on_a_terminal_and_logs_improvements_elsewhere():
     """Exact methods are never silent: on a terminal the line is redrawn with the clock."""
-    from pacopt.solvers.exact import LiveLine
+    from pacopt.solvers.exact_runner import LiveLine
 
     class Terminal(io.StringIO):
         def isatty(self):

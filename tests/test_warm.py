@@ -105,7 +105,7 @@ def test_exact_methods_add_the_shipped_agent_last(ddls):
     checkpoint (ddls), and skip it where none is shipped (physical) or where the checkpoint
     cannot play the instance (other degrees) instead of failing."""
     from pacopt.formulations.warm import best_warm_start
-    from pacopt.solvers.exact import learned_policies
+    from pacopt.solvers.exact_runner import learned_policies
 
     agents = list(learned_policies(ddls.instance))
     assert [agent.name.split("(")[0] for agent in agents] == ["pac-ml"]

@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 from pacopt.analysis.study_spec import Cell, Study
 from pacopt.analysis.table import assemble, error_row, solution_row
 from pacopt.infra.errors import InputError
+from pacopt.infra.safe_write import write_atomically
 
 #: Environment variables a Ray worker needs to see as the driver does (graph and cache folders).
 FORWARDED_ENV = ("PACOPT_PIPEDREAM_DIR", "PACOPT_CACHE_DIR")
@@ -92,7 +93,7 @@ def run_study(study: Study, out_dir: str | Path, *, workers: int | None = None,
                 _on_pool(pending, workers)
             for cell, row, text in execute:
                 if text is not None:
-                    _write_atomic(out / "results" / f"{cell.id}.json", text)
+                    write_atomically(out / "results" / f"{cell.id}.json", text, what="study output")
                 journal.write(json.dumps(row) + "\n")
                 journal.flush()
                 rows[cell.id] = row
@@ -133,15 +134,8 @@ def read_table(out_dir: str | Path) -> pd.DataFrame:
 def write_table(table: pd.DataFrame, out_dir: Path) -> None:
     """Write ``results.parquet`` and ``results.csv`` atomically."""
     for name, write in (("results.parquet", table.to_parquet), ("results.csv", table.to_csv)):
-        tmp = out_dir / (name + ".tmp")
-        write(tmp, index=False)
-        tmp.replace(out_dir / name)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+        write_atomically(out_dir / name, lambda tmp, write=write: write(tmp, index=False),
+                         what="study output")
 
 
 # ----- executors: each yields (cell, row, result JSON) as cells finish -------------------------------

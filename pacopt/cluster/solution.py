@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pacopt.infra.errors import InputError
+from pacopt.infra.safe_write import check_replaceable, write_atomically
 
 STATUSES = ("optimal", "feasible", "infeasible", "heuristic", "error")
 REASONS = ("rejected", "no_placement", "deadline", "horizon")
@@ -92,14 +93,7 @@ class Solution:
     def save(self, path: str | Path) -> None:
         """Write the result JSON atomically (a partial file is never left behind); InputError
         if ``path`` cannot be written (see :func:`check_output_path`)."""
-        path = check_output_path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        try:
-            tmp.write_text(self.dumps())
-            tmp.replace(path)
-        except OSError as err:
-            tmp.unlink(missing_ok=True)
-            raise InputError(f"cannot write result '{path}': {err.strerror}") from None
+        write_atomically(check_output_path(path), self.dumps())
 
     @classmethod
     def from_dict(cls, data: dict) -> Solution:
@@ -186,13 +180,18 @@ def _check_fields(data: dict, types: dict, where: str) -> None:
                              f"{' or null' if nullable else ''}, got {json.dumps(value)[:40]}")
 
 
-def check_output_path(path: str | Path) -> Path:
-    """``path`` as a Path if a result can be written there: its folder exists and is writable
-    and it is not itself a folder; else InputError. Called before any work, so a bad ``--out``
-    costs nothing, and again when saving."""
+def check_output_path(path: str | Path, inputs: tuple[str | Path, ...] = ()) -> Path:
+    """``path`` as a Path if a result can be written there: its folder exists and is writable,
+    it is not a folder, a device or any other non-regular file, and it is none of ``inputs``
+    (the instance a result must never overwrite); else InputError. Called before any work, so a
+    bad ``--out`` costs nothing, and again when saving."""
     path = Path(path)
     if path.is_dir():
         raise InputError(f"--out '{path}' is a folder; give a file name")
+    check_replaceable(path)
+    for source in inputs:
+        if path.exists() and Path(source).exists() and os.path.samefile(path, source):
+            raise InputError(f"--out '{path}' is the input '{source}'; a result would replace it")
     folder = path.parent
     if not folder.is_dir():
         raise InputError(f"--out '{path}': folder '{folder}' does not exist")

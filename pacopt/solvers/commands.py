@@ -66,7 +66,7 @@ def solve_command(argv: list[str] | None) -> int:
     args = _solve_parser().parse_args(argv)
     check_options(args.method, args.time_limit, args.threads, args.seed)  # before any work
     out = check_output_path(args.out if args.out else Path(args.instance).with_name(
-        f"{Path(args.instance).stem}.{args.method}.result.json"))
+        f"{Path(args.instance).stem}.{args.method}.result.json"), inputs=(args.instance,))
     instance = load_instance(args.instance)
     solution = solve(instance, args.method, time_limit=args.time_limit, threads=args.threads,
                      seed=args.seed, progress=not (args.quiet or args.json),

@@ -55,7 +55,7 @@ def _first_paragraph(doc: str | None) -> str:
     return " ".join((doc or "").strip().split("\n\n")[0].split())
 
 
-_EXACT = "pacopt.solvers.exact:run_exact"
+_EXACT = "pacopt.solvers.exact_runner:run_exact"
 METHODS: dict[str, Method] = {m.name: m for m in [
     *(Method(name, "online", _first_paragraph(cls.__doc__), "pacopt.cluster.policies:make_policy")
       for name, cls in POLICIES.items()),
