@@ -10,7 +10,7 @@ Two tables, on the instances of ``bench_exact.py`` (ddls, 4x4x2, the five graphs
    and lp-round with each of ``--rounding-seeds``; the ratio is lp-round's accepted jobs over
    CP-SAT's incumbent (the optimum where CP-SAT proved it: "proven") and over the bound.
 2. beta A, seed 0, ``--sizes`` jobs: lp-round's accepted, bound and seconds next to CP-SAT's.
-   CP-SAT's numbers there are the README's table (60 s up to 200 jobs, 600 s above, 2 threads)
+   CP-SAT's numbers there are docs/exact.md's table (60 s up to 200 jobs, 600 s above, 2 threads)
    unless ``--run-cpsat-large`` runs it here with those limits.
 """
 
@@ -28,7 +28,7 @@ from pacopt.cluster.instance import instance_from_dict
 from pacopt.cluster.pipedream import PAPER_GRAPHS
 from pacopt.solvers.api import solve
 
-#: CP-SAT on beta A, seed 0 (README, "How far it gets"): jobs -> (accepted, bound, limit s).
+#: CP-SAT on beta A, seed 0 (docs/exact.md, lp-round by size): jobs -> (accepted, bound, limit s).
 README_CPSAT = {50: (50, 50, 60), 100: (93, 99, 60), 200: (186, 198, 60), 500: (456, 492, 600),
                 1001: (888, 971, 600)}
 

@@ -25,7 +25,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BUNDLED = str(EXAMPLES / "bundled.json")
 CNN = str(EXAMPLES / "graphs" / "cnn.json")
 
-#: DESIGN.md section 5.
+#: the result format (docs/formats.md).
 SUMMARY_KEYS = {"instance", "method", "preset", "status", "accepted", "arrived", "blocking_rate",
                 "bound_accepted", "gap", "solve_seconds", "validated", "jobs"}
 JOB_KEYS = {"id", "accepted", "degree", "workers", "start_ms", "jct_ms", "deadline_ms", "reason"}

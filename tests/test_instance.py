@@ -19,7 +19,7 @@ from pacopt.cluster.settings import ModelSettings
 from pacopt.cluster.topology import RampCluster
 from pacopt.infra.errors import InputError
 
-# DESIGN.md section 4's inline example: one step = 1 + 2 + 0.5 + 1 = 4.5 ms, so 225 ms in 50 steps.
+# The inline-graph example of docs/formats.md: one step = 1 + 2 + 0.5 + 1 = 4.5 ms, so 225 ms in 50 steps.
 TINY = {"ops": [{"id": "a", "forward_ms": 1.0, "backward_ms": 2.0, "activation_bytes": 1e6,
                  "parameter_bytes": 1e5},
                 {"id": "b", "forward_ms": 0.5, "backward_ms": 1.0, "activation_bytes": 4e5,

@@ -37,7 +37,7 @@ def test_uniform_degree_reuses_one_block(alexnet):
 
 
 def test_footprint_depends_on_free_servers(gnmt):
-    """DESIGN.md: GNMT at 16 spreads over 21 workers on an empty cluster, but packs into a free
+    """docs/model.md: GNMT at 16 spreads over 21 workers on an empty cluster, but packs into a free
     (4,4,1) half when that is all there is."""
     counts = op_counts(gnmt, 16, 0.01)
     assert first_fit(gnmt, counts, CLUSTER).num_workers == 21
