@@ -19,8 +19,9 @@
    episode is drawn from the workload family's training seeds; PPO goes on from the best
    warm-start round.
 3. **Selection.** After each warm-start round and every ``eval_every`` PPO steps the
-   deterministic policy plays fixed *validation* episodes (:data:`VALIDATION_SEEDS`,
-   training-range seeds, for each distribution, never the held-out evaluation seeds); the best
+   deterministic policy plays fixed *validation* episodes (training-range seeds,
+   :data:`~pacopt.learned.train_config.VALIDATION_SEEDS`, for each distribution, never the
+   held-out evaluation seeds); the best
    one so far is kept as ``best.zip``, so PPO must beat the warm start to replace it.
 
 The output folder holds ``latest.zip`` (saved at every evaluation and at the end; ``resume``
