@@ -9,14 +9,16 @@ Two paths, one core, per preset:
 - ``reference``: what ``Decision.action_mask()`` did before the fast path: the plain op-by-op
   first-fit for every degree (cached by occupancy, as the old ``JctModel.place``) and a timing
   look-up per placeable degree;
-- ``fast``: ``Decision.options()`` and ``Decision.action_mask()`` (integer-mask first-fit).
+- ``fast``: ``Decision.options()`` and ``Decision.action_mask()`` (integer-mask first-fit);
+- ``best-fit`` (and ``compact`` under ``physical``): the same calls with that placer
+  (``pacopt.cluster.placers``: every candidate footprint scored with one product).
 One untimed pass first puts every step timing the episodes need on disk (a fresh temporary
 cache), so that both paths measure the mask and the per-degree table, not the one-off simulation
 of a placement never seen before (``physical``; ``bench_core.py`` measures that). ``fresh`` is
 one episode per seed on a new model and cluster (cold in-memory caches; table building is not
 timed); ``shared`` plays the same seeds on one model, as an RL environment does across episodes. Rates are per CPU second of this process (``process_time``),
 so that other work on a shared machine does not count. Target: >= 5,000 decisions/s on the fast
-path.
+path and on the best-fit path.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -69,7 +72,7 @@ def play(instance, model: JctModel, policy_name: str, path: str, cache: dict) ->
     episode = OnlineEpisode(instance, model)
     while not episode.done:
         decision = episode.decision
-        if path == "fast":
+        if path != "reference":
             decision.options()
             decision.action_mask()
         else:
@@ -81,12 +84,18 @@ def play(instance, model: JctModel, policy_name: str, path: str, cache: dict) ->
 
 def measure(preset: str, path: str, seeds: list[int], policy: str) -> tuple[float, float]:
     """(fresh, shared) decisions per second over ``seeds``."""
+    placer = path if path in ("best-fit", "compact") else "first-fit"
+
+    def instance_of(seed: int):
+        instance = paper_instance("A", seed, preset=preset)
+        return replace(instance, model=replace(instance.model, placement=placer))
+
     rates = []
     for seed in seeds:
-        instance = paper_instance("A", seed, preset=preset)
+        instance = instance_of(seed)
         n, seconds = play(instance, JctModel(instance.cluster, instance.model), policy, path, {})
         rates.append(n / seconds)
-    instances = [paper_instance("A", seed, preset=preset) for seed in seeds]
+    instances = [instance_of(seed) for seed in seeds]
     model = JctModel(instances[0].cluster, instances[0].model)
     cache: dict = {}
     total_n, total_s = 0, 0.0
@@ -113,9 +122,11 @@ def main() -> int:
           f"seeds {seeds}, live mask + per-degree table at every decision")
     print(f"{'preset':9} {'path':10} {'fresh /s':>9} {'shared /s':>10} {'speed-up':>9}")
     for preset in ("ddls", "physical"):
-        measure(preset, "fast", seeds, args.policy)  # warm the on-disk timings for both paths
+        paths = ("reference", "fast", "best-fit") + (("compact",) if preset == "physical" else ())
+        for path in paths[1:]:  # warm the on-disk timings for every path
+            measure(preset, path, seeds, args.policy)
         before = None
-        for path in ("reference", "fast"):
+        for path in paths:
             fresh, shared = measure(preset, path, seeds, args.policy)
             gain = "" if before is None else f"{fresh / before:>8.1f}x"
             before = before or fresh

@@ -1,14 +1,17 @@
 """Choose the ``tuned`` baseline: per beta distribution, the best fixed:K, fixed-or-min:K or
-heuristic on the tuning seeds only, written to ``pacopt/data/tuned.json``.
+heuristic on the tuning seeds only, per (preset, placer), written to ``pacopt/data/tuned.json``.
 
-    python benchmarks/tune_baselines.py [--preset ddls physical] [--jobs 1001] [--out FILE]
+    python benchmarks/tune_baselines.py [--preset ddls physical] [--placement first-fit best-fit]
+                                        [--jobs 1001] [--out FILE]
 
 Every candidate (the heuristics, then ``fixed:K`` and ``fixed-or-min:K`` for K = 1..max degree)
 plays the paper workload (the five graphs, 1001 jobs, 4x4x2, horizon 1e6 ms) of each
 distribution A-D on each seed of ``pacopt.cluster.paper_workload.TUNING_SEEDS`` (``random`` seeded with
 the workload seed); the lowest mean blocking rate wins, ties going to the earlier candidate.
 The file lists, per preset and distribution, the choice and every candidate's mean tuning
-blocking rate. Presets not re-tuned keep their entry. Held-out seeds are never touched.
+blocking rate: first-fit's under ``presets``, every other placer's under ``placers`` (placer ->
+preset -> distribution). (Preset, placer) pairs not re-tuned keep their entry; a placer that does
+not fit a preset (compact under ddls) is skipped. Held-out seeds are never touched.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +33,7 @@ from pacopt.cluster.paper_workload import (
     TUNING_SEEDS,
     paper_instance,
 )
+from pacopt.cluster.placers import PLACER_PRESETS, PLACERS
 from pacopt.cluster.policies import HEURISTICS, TUNED_PATH, make_policy
 from pacopt.cluster.settings import ModelSettings
 from pacopt.cluster.simulator import simulate
@@ -44,11 +49,13 @@ def candidates(max_degree: int) -> list[str]:
 
 
 def blocking_rates(names: list[str], dist: str, seeds, preset: str, num_jobs: int,
-                   bar=None) -> dict[str, list[float]]:
-    """Validated blocking rate of each policy on each seed's paper instance."""
+                   bar=None, placement: str = "first-fit") -> dict[str, list[float]]:
+    """Validated blocking rate of each policy on each seed's paper instance under
+    ``placement``."""
     out: dict[str, list[float]] = {name: [] for name in names}
     for seed in seeds:
         instance = paper_instance(dist, seed, num_jobs, preset)
+        instance = replace(instance, model=replace(instance.model, placement=placement))
         model = JctModel(instance.cluster, instance.model)
         for name in names:
             solution = simulate(instance, make_policy(name, instance), seed=seed, model=model)
@@ -59,14 +66,15 @@ def blocking_rates(names: list[str], dist: str, seeds, preset: str, num_jobs: in
     return out
 
 
-def tune(preset: str, seeds=TUNING_SEEDS, num_jobs: int = 1001) -> dict:
+def tune(preset: str, seeds=TUNING_SEEDS, num_jobs: int = 1001,
+         placement: str = "first-fit") -> dict:
     """Per distribution: ``{"choice": name, "blocking": {candidate: mean rate}}``."""
     names = candidates(ModelSettings().max_partitions_per_op)
     result = {}
     with tqdm(total=len(PAPER_DISTRIBUTIONS) * len(seeds) * len(names), unit="episode",
-              desc=f"tune {preset}", disable=None) as bar:
+              desc=f"tune {preset} {placement}", disable=None) as bar:
         for dist in PAPER_DISTRIBUTIONS:
-            rates = blocking_rates(names, dist, seeds, preset, num_jobs, bar)
+            rates = blocking_rates(names, dist, seeds, preset, num_jobs, bar, placement)
             means = {name: float(np.mean(r)) for name, r in rates.items()}
             choice = min(names, key=lambda name: means[name])  # min keeps the first of ties
             result[dist] = {"choice": choice,
@@ -77,6 +85,7 @@ def tune(preset: str, seeds=TUNING_SEEDS, num_jobs: int = 1001) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", nargs="+", default=["ddls"], choices=["ddls", "physical"])
+    parser.add_argument("--placement", nargs="+", default=["first-fit"], choices=list(PLACERS))
     parser.add_argument("--jobs", type=int, default=1001, help="jobs per episode")
     parser.add_argument("--out", type=Path, default=TUNED_PATH)
     parser.add_argument("--pipedream", type=Path, default=SHARED,
@@ -88,17 +97,24 @@ def main() -> int:
     os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(args.pipedream))
     data = json.loads(args.out.read_text()) if args.out.exists() else {}
     data.update({
-        "about": "tuned baseline: per preset and paper beta distribution, the policy with the "
-                 "lowest mean blocking rate on the tuning seeds (benchmarks/tune_baselines.py)",
+        "about": "tuned baseline: per preset, placer and paper beta distribution, the policy "
+                 "with the lowest mean blocking rate on the tuning seeds "
+                 "(benchmarks/tune_baselines.py); 'presets' holds the first-fit choices, "
+                 "'placers' every other placer's (placer -> preset -> distribution)",
         "workload": {"graphs": list(PAPER_GRAPHS), "num_jobs": args.jobs,
                      "interarrival_ms": 1000.0, "horizon_ms": 1e6, "cluster": "4x4x2"},
         "tuning_seeds": list(TUNING_SEEDS)})
-    presets = data.setdefault("presets", {})
-    for preset in args.preset:
-        presets[preset] = tune(preset, TUNING_SEEDS, args.jobs)
-        for dist, entry in presets[preset].items():
-            print(f"{preset} {dist}: {entry['choice']} "
-                  f"(tuning blocking {entry['blocking'][entry['choice']]:.4f})")
+    for placement in args.placement:
+        presets = (data.setdefault("presets", {}) if placement == "first-fit"
+                   else data.setdefault("placers", {}).setdefault(placement, {}))
+        for preset in args.preset:
+            if preset not in PLACER_PRESETS[placement]:
+                print(f"{placement} does not fit {preset}: skipped")
+                continue
+            presets[preset] = tune(preset, TUNING_SEEDS, args.jobs, placement)
+            for dist, entry in presets[preset].items():
+                print(f"{preset} {placement} {dist}: {entry['choice']} "
+                      f"(tuning blocking {entry['blocking'][entry['choice']]:.4f})")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")

@@ -32,6 +32,8 @@ COMMANDS = {
               "train the learned partitioner (imitation, then MaskablePPO); resumable"),
     "study": ("pacopt.analysis.study_command", "study_command",
               "run a study (grids of instances x methods; local pool or --ray); resumable"),
+    "trace": ("pacopt.analysis.trace_command", "trace_command",
+              "turn a job trace (ElasticFlow / Microsoft ITP) into an instance; print its load"),
     "hetero": ("pacopt.hetero.command", "hetero_command",
                "cheapest resource types and provisioning of one job for a throughput (HeterPS)"),
 }

@@ -26,6 +26,16 @@ def pipedream_env(pipedream_dir, monkeypatch) -> Path:
     return pipedream_dir
 
 
+@pytest.fixture(scope="session")
+def trace_dir() -> Path:
+    """The ElasticFlow release of Microsoft's ITP job traces (``raw/`` and ``generated/``
+    cluster CSVs); skips the test when they are absent. Never copied into the repository."""
+    path = SHARED / "data" / "traces" / "elasticflow"
+    if not (path / "generated").is_dir():
+        pytest.skip(f"ElasticFlow traces not found at {path}")
+    return path
+
+
 @pytest.fixture(scope="session", autouse=True)
 def fresh_timing_cache(tmp_path_factory):
     """Tests never read or write the user's timing cache: every run starts from an empty one."""

@@ -66,11 +66,35 @@ def test_heuristics_vs_optimum():
     assert "optimum" in outputs(book) and images(book) == 3
 
 
+def small_placement_study(folder: Path) -> Path:
+    """``studies/placement.yaml``'s first grid on the bundled graphs (no download): 20 jobs,
+    a few rules under both placers, ``tuned`` and a 5 s exact solve."""
+    data = yaml.safe_load((ROOT / "studies" / "placement.yaml").read_text())
+    gap = yaml.safe_load((ROOT / "studies" / "beta-gap.yaml").read_text())["grids"][0]["workload"]
+    grid = data["grids"][0]
+    grid["workload"].update(graphs={name: {"file": str((ROOT / "studies" / g["file"]).resolve())}
+                                    for name, g in gap["graphs"].items()},
+                            distributions=["A", "B"], num_jobs=20, interarrival_ms=150)
+    keep = ("min-feasible", "fixed-or-min:4", "fixed-or-min:8", "tuned", "cpsat")
+    grid["methods"] = [m for m in grid["methods"]
+                       if (m if isinstance(m, str) else m["name"]) in keep]
+    for method in grid["methods"]:
+        if isinstance(method, dict) and method["name"] == "cpsat":
+            method.update(time_limit=5, threads=1)
+    data["grids"] = [grid]
+    path = folder / "placement.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
 def test_gap_study(tmp_path):
     book = run_notebook("3_gap_study.ipynb", STUDY=str(small_study("beta-gap.yaml", tmp_path)),
-                        OUT=str(tmp_path / "out"))
-    assert "cells" in outputs(book) and images(book) == 2
+                        OUT=str(tmp_path / "out"),
+                        PLACEMENT_STUDY=str(small_placement_study(tmp_path)),
+                        PLACEMENT_OUT=str(tmp_path / "placement"), SPLIT_METHOD="tuned")
+    assert "cells" in outputs(book) and images(book) == 3
     assert (tmp_path / "out" / "results.parquet").exists()
+    assert "hindsight" in outputs(book)
 
 
 def test_physical_vs_ddls(tmp_path, pipedream_env):
@@ -95,8 +119,15 @@ def test_learned_agent(pipedream_env):
     assert "pac-ml accepts" in text and "general-" in text and images(book) == 3
 
 
+def test_real_cluster_week(trace_dir, pipedream_env):
+    book = run_notebook("6_real_cluster_week.ipynb", NUM_JOBS=120, BUCKET_HOURS=3)
+    text = outputs(book)
+    assert "replayed at 0.5" in text and "as-requested" in text and images(book) == 4
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")))
 def test_every_notebook_is_tested(name):
     tested = {"1_model_tour.ipynb", "2_heuristics_vs_optimum.ipynb", "3_gap_study.ipynb",
-              "4_physical_vs_ddls.ipynb", "5_learned_agent.ipynb", "paper_table.ipynb"}
+              "4_physical_vs_ddls.ipynb", "5_learned_agent.ipynb", "paper_table.ipynb",
+              "6_real_cluster_week.ipynb"}
     assert name in tested, f"{name} has no execution test"

@@ -44,11 +44,26 @@ def base():
     return instance, simulate(instance, make_policy("min-feasible"), seed=0)
 
 
+class DeadlineOnly:
+    """The smallest degree meeting the deadline, blind to the horizon (min-feasible also asks
+    for the end by the horizon): it starts jobs the horizon cuts, which the validator must
+    accept as blocked (``horizon``)."""
+
+    name = "deadline-only"
+
+    def reset(self, seed):
+        pass
+
+    def choose(self, decision):
+        ok = [d for d in decision.valid_degrees if decision.jct_ms(d) <= decision.deadline_ms]
+        return ok[0] if ok else 0
+
+
 @pytest.fixture(scope="module")
 def with_horizon():
     """The same jobs with a horizon at 1000 ms: j0 runs past it, j5 arrives after it."""
     instance = make_instance(horizon_ms=1000.0)
-    return instance, simulate(instance, make_policy("min-feasible"), seed=0)
+    return instance, simulate(instance, DeadlineOnly(), seed=0)
 
 
 def rec(solution, job_id):

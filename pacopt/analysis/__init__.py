@@ -8,8 +8,17 @@ The public functions, in the order a user meets them::
     table = read_table("paper-results")                  # later, from disk
     jobs = jobs_frame(table, load_solutions("paper-results"))
     blocking_by(jobs, ["method", "graph"]); plot_blocking_by_distribution(table)
+    plot_gap_split(gap_split_frame(table, "pac-ml"))     # hindsight, placement, degree choice
 """
 
+from pacopt.analysis.gap_split import (
+    GapSplit,
+    gap_split,
+    gap_split_frame,
+    plot_gap_split,
+    rule_names,
+    split_gap,
+)
 from pacopt.analysis.metrics import (
     BETA_BANDS,
     beta_band,
@@ -48,4 +57,4 @@ from pacopt.analysis.study_spec import (
 from pacopt.analysis.table import add_gaps, comparable
 
 __all__ = [name for name in dir() if not name.startswith("_") and name not in
-           ("metrics", "paper_results", "plots", "runner", "study_spec", "table")]
+           ("gap_split", "metrics", "paper_results", "plots", "runner", "study_spec", "table")]

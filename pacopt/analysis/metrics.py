@@ -11,6 +11,7 @@ worker utilisation per result are columns of the study table already (definition
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -197,6 +198,12 @@ def degree_table(tables: Mapping[str, JobTable]) -> pd.DataFrame:
             if row["placed"]:
                 rows.append({"label": label, "graph": table.graph.name, "preset": table.preset,
                              "degree": row["degree"], "workers": row["workers"],
-                             "jct_ms": row["jct_ms"], "speedup": table.seq_jct_ms / row["jct_ms"],
-                             "comm_share": row["comm_overhead_ms"] / row["jct_ms"]})
+                             "jct_ms": row["jct_ms"],  # zero-time ops: no speed-up (nan)
+                             "speedup": _ratio(table.seq_jct_ms, row["jct_ms"]),
+                             "comm_share": _ratio(row["comm_overhead_ms"], row["jct_ms"])})
     return pd.DataFrame(rows)
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    """``numerator / denominator``, NaN when the denominator is 0 (a job of zero-time ops)."""
+    return numerator / denominator if denominator else math.nan

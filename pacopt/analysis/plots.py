@@ -6,6 +6,7 @@ the ones a study's grids call for as PNGs.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,23 @@ from pacopt.cluster.solution import Solution
 from pacopt.infra.errors import InputError
 
 _OPT_COLOUR, _BOUND_COLOUR = "0.25", "0.65"
+#: Colours of methods, the same in every plot (tab20 without its greys, kept for the optimum).
+_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+            "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5",
+            "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5")
+_FIXED = ("min-feasible", "tuned", "pac-ml", "para-max", "para-min", "random", "sequential",
+          "lp-online", "cpsat", "milp", "bound", "lp-round")
+
+
+def method_colour(method: str) -> str:
+    """The colour of ``method`` (a label in the table) in every plot: a fixed one for the
+    common methods, else one chosen by a digest of the label (so never by the order in which
+    a plot happens to meet its methods)."""
+    name = method.partition("(")[0]  # "pac-ml(general-ddls.zip)" is pac-ml
+    if name in _FIXED:
+        return _PALETTE[_FIXED.index(name)]
+    digest = int(hashlib.blake2b(method.encode(), digest_size=4).hexdigest(), 16)
+    return _PALETTE[len(_FIXED) + digest % (len(_PALETTE) - len(_FIXED))]
 
 
 def _exact_rows(table: pd.DataFrame) -> pd.Series:
@@ -58,7 +76,8 @@ def plot_blocking_by_distribution(table: pd.DataFrame, title: str | None = None)
     for i, method in enumerate(methods):
         rows = online[online["method"] == method].set_index("distribution").reindex(dists)
         ax.bar(x + (i - (bars - 1) / 2) * width, rows["blocking_rate"], width,
-               yerr=rows["blocking_rate_std"].fillna(0), capsize=2, label=method)
+               yerr=rows["blocking_rate_std"].fillna(0), capsize=2, label=method,
+               color=method_colour(method))
     if len(best):
         rows = best.reindex(dists)
         pos = x + (bars - 1 - (bars - 1) / 2) * width
@@ -112,7 +131,7 @@ def plot_blocking_vs_load(table: pd.DataFrame) -> Figure:
         for method, rows in data[data["distribution"] == dist].groupby("method", sort=False):
             rows = rows.sort_values("load")
             ax.errorbar(rows["load"], rows["blocking_rate"], yerr=rows["blocking_rate_std"].fillna(0),
-                        marker="o", capsize=2, label=method)
+                        marker="o", capsize=2, label=method, color=method_colour(method))
         ax.set_title(f"β {dist}")
         ax.set_xlabel("load (job arrivals per second)")
         ax.grid(alpha=0.3)
@@ -129,9 +148,9 @@ def plot_gap_vs_jobs(table: pd.DataFrame) -> Figure:
                    metrics=("gap_accepted_rel", "gap_bound_accepted_rel"))
     fig = Figure(figsize=(6.0, 4.0), layout="constrained")
     ax = fig.add_subplot()
-    for i, (method, rows) in enumerate(data.groupby("method", sort=False)):
+    for method, rows in data.groupby("method", sort=False):
         rows = rows.sort_values("num_jobs")
-        colour = f"C{i}"
+        colour = method_colour(method)
         ax.plot(rows["num_jobs"], rows["gap_accepted_rel"], "o-", color=colour, label=method)
         ax.plot(rows["num_jobs"], rows["gap_bound_accepted_rel"], "o--", color=colour, alpha=0.6)
     ax.plot([], [], "k-", label="to the incumbent")
@@ -153,7 +172,7 @@ def plot_degree_vs_beta(jobs: pd.DataFrame, width: float = 0.05) -> Figure:
     ax = fig.add_subplot()
     for method, rows in data.groupby("method", sort=False):
         ax.plot(np.minimum(rows["beta_bin"] + width / 2, 1.0), rows["mean_degree"], "-",
-                alpha=0.8, label=method)
+                alpha=0.8, label=method, color=method_colour(method))
     ax.set_xlabel("β (deadline as a fraction of the sequential JCT)")
     ax.set_ylabel("mean degree chosen")
     ax.set_title("Degree chosen against the deadline")

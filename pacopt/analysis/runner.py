@@ -21,19 +21,21 @@ a 2-thread exact solve takes 2 CPUs of the cluster.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 from pacopt.analysis.study_spec import Cell, Study
 from pacopt.analysis.table import assemble, error_row, solution_row
-from pacopt.infra.errors import InputError
-from pacopt.infra.safe_write import write_atomically
+from pacopt.infra.errors import InputError, warn
+from pacopt.infra.progress import tqdm
+from pacopt.infra.safe_write import prepare_folder, write_atomically
 
 #: Environment variables a Ray worker needs to see as the driver does (graph and cache folders).
 FORWARDED_ENV = ("PACOPT_PIPEDREAM_DIR", "PACOPT_CACHE_DIR")
@@ -77,7 +79,10 @@ def run_study(study: Study, out_dir: str | Path, *, workers: int | None = None,
     finished row. The table and plots are written even when the run is interrupted.
     """
     out = Path(out_dir)
-    (out / "results").mkdir(parents=True, exist_ok=True)
+    if ray_address:  # nothing is created for a cluster that is not there
+        check_ray_address(ray_address)
+    prepare_folder(out, "study output")
+    prepare_folder(out / "results", "study output")
     rows = finished_rows(out)
     pending = [c for c in study.cells if c.id not in rows]
     workers = workers or os.cpu_count() or 1
@@ -100,13 +105,22 @@ def run_study(study: Study, out_dir: str | Path, *, workers: int | None = None,
                 bar.update()
                 if on_row is not None:
                     on_row(row)
-    finally:
+    except BaseException:
+        # interrupted or failed: still write the table of the finished cells, but a second
+        # failure there (the same full disk) must not hide the first
         table = assemble(study.cells, rows)
         if not table.empty:
-            write_table(table, out)
-            if plots:
-                from pacopt.analysis.plots import study_plots
-                study_plots(table, out)
+            try:
+                write_table(table, out)
+            except (InputError, OSError) as err:
+                warn(f"the table of the finished cells was not written: {err}")
+        raise
+    table = assemble(study.cells, rows)
+    if not table.empty:
+        write_table(table, out)
+        if plots:
+            from pacopt.analysis.plots import study_plots
+            study_plots(table, out)
     return table
 
 
@@ -119,9 +133,11 @@ def finished_rows(out_dir: str | Path) -> dict[str, dict]:
         for line in journal.read_text().splitlines():
             try:  # a line cut short by a killed process is skipped: its cell runs again
                 row = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 continue
-            rows[row["cell"]] = row
+            if (isinstance(row, dict) and isinstance(row.get("cell"), str)
+                    and isinstance(row.get("status"), str)):  # anything else: not a row of ours
+                rows[row["cell"]] = row
     return {cell: row for cell, row in rows.items()
             if row["status"] != "error" and (out / "results" / f"{cell}.json").exists()}
 
@@ -136,6 +152,34 @@ def write_table(table: pd.DataFrame, out_dir: Path) -> None:
     for name, write in (("results.parquet", table.to_parquet), ("results.csv", table.to_csv)):
         write_atomically(out_dir / name, lambda tmp, write=write: write(tmp, index=False),
                          what="study output")
+
+
+# ----- Ray addresses -------------------------------------------------------------------------------
+#: Seconds to wait for a TCP answer at a ``--ray`` address before saying nothing is there.
+RAY_PROBE_SECONDS = 5.0
+#: Ray's own limits on joining a cluster, unless the user set them: its defaults retry for many
+#: minutes when the address answers but is not a Ray head (measured: 41 s with these).
+RAY_JOIN_LIMITS = {"RAY_gcs_server_port_wait_time_s": "1", "RAY_py_gcs_connect_timeout_s": "10"}
+
+
+def check_ray_address(address: str) -> None:
+    """InputError unless something answers at ``address`` (``host:port`` or
+    ``ray://host:port``; ``auto`` is Ray's to resolve) within :data:`RAY_PROBE_SECONDS`: Ray itself
+    would wait forever for a head that is not there."""
+    if address == "auto":
+        return
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InputError(f"--ray: '{address}' is not an address: give HOST:PORT, "
+                         "ray://HOST:PORT or auto")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_PROBE_SECONDS):
+            pass
+    except OSError as err:
+        reason = "no answer" if isinstance(err, TimeoutError) else (err.strerror or str(err))
+        raise InputError(f"--ray: cannot reach a Ray cluster at '{address}' ({reason}); is one "
+                         "running there? (`ray start --head` prints its address)") from None
 
 
 # ----- executors: each yields (cell, row, result JSON) as cells finish -------------------------------
@@ -173,11 +217,16 @@ def _on_ray(cells: list[Cell], address: str | None, num_cpus: int
     started_here = not ray.is_initialized()
     if started_here:
         env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+        if address:
+            check_ray_address(address)
+            for name, value in RAY_JOIN_LIMITS.items():  # a port that is not Ray: fail, not hang
+                os.environ.setdefault(name, value)
         try:
             ray.init(address=address, num_cpus=None if address else num_cpus,
                      include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.ERROR,  # no token-auth notice, no "Started ..." line
                      runtime_env={"env_vars": env} if env else None)
-        except (ConnectionError, RuntimeError, ValueError) as err:
+        except (ConnectionError, RuntimeError, ValueError, TimeoutError) as err:
             where = f"the Ray cluster at '{address}'" if address else "a local Ray instance"
             raise InputError(f"--ray: cannot start or join {where}: "
                              f"{str(err).splitlines()[0] if str(err) else type(err).__name__}"

@@ -16,6 +16,16 @@ table's rows. Example::
           preset: ddls
         methods: [para-max, para-min, random, {name: milp, time_limit: 60, threads: 2}]
 
+A grid may replay job traces instead (``trace``: files x windows x loads, see
+:class:`TraceGrid` and ``docs/traces.md``)::
+
+      - name: busiest
+        trace:
+          files: [../../shared/data/traces/elasticflow/generated/cluster04.csv]
+          windows: [{window: busiest, num_jobs: 200}]
+          loads: [0.5, 1.0]
+        methods: [as-requested, elasticflow, min-feasible]
+
 Every problem is reported as one :class:`InputError` line naming the field, before anything runs:
 :func:`load_study` checks the format, the method names (against :func:`pacopt.solvers.api.
 method_known` when the api offers it) and options (against ``solve``'s signature), the
@@ -25,6 +35,7 @@ found at once).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import itertools
@@ -32,7 +43,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -49,9 +60,16 @@ from pacopt.cluster.paper_workload import (
     PAPER_DISTRIBUTIONS,
     PAPER_GRAPHS,
 )
+from pacopt.cluster.placers import check_placer
 from pacopt.cluster.settings import PRESETS
+from pacopt.cluster.sizes import check_result_size
+from pacopt.cluster.trace import (
+    DEFAULT_LOAD,
+    DEFAULT_NUM_JOBS,
+    DEFAULT_TIME_COMPRESSION,
+)
 from pacopt.infra.errors import InputError
-from pacopt.solvers.api import check_options, solve
+from pacopt.solvers.api import check_options, check_run, solve
 from pacopt.solvers.registry import METHODS, method_family
 
 #: ``solve()`` parameters a study sets itself; every other keyword of ``solve()`` is a method
@@ -115,11 +133,60 @@ class WorkloadGrid(SpecModel):
         return list(self.seeds)
 
 
+class TraceWindow(SpecModel):
+    """One window of a trace (:class:`pacopt.cluster.trace.TraceSpec`'s window fields)."""
+
+    start_s: float | None = Field(None, ge=0)
+    num_jobs: int | None = Field(DEFAULT_NUM_JOBS, ge=1)
+    window: Literal["first", "busiest"] = "first"
+
+    @property
+    def label(self) -> str:
+        size = "all" if self.num_jobs is None else str(self.num_jobs)
+        if self.window == "busiest":
+            return f"busiest{size}"
+        return f"first{size}" + ("" if self.start_s is None else f"from{self.start_s:.0f}s")
+
+
+class TraceGrid(SpecModel):
+    """Trace workloads (``docs/traces.md``): every file x window x load x preset x cluster x
+    seed; each becomes an instance with a ``workload.trace`` section."""
+
+    files: list[str] = Field(min_length=1, description="trace CSVs, relative to the study file")
+    format: Literal["elasticflow", "elasticflow-raw"] = "elasticflow"
+    windows: list[TraceWindow] = Field(default_factory=lambda: [TraceWindow()], min_length=1)
+    loads: list[Annotated[float, Field(gt=0)] | None] = Field(
+        [DEFAULT_LOAD], min_length=1, description="offered loads; null: the trace's own rate")
+    time_compression: float = Field(DEFAULT_TIME_COMPRESSION, gt=0)
+    preset: list[str] = ["ddls"]
+    cluster: list[ClusterSpec] = Field(default_factory=lambda: [ClusterSpec()])
+    seeds: list[Annotated[int, Field(ge=0)]] = Field([0], min_length=1, description=(
+        "seeds of the graph and beta draws (they matter for elasticflow-raw only)"))
+    models: dict[str, str] = Field({}, description="model_name -> graph name, over the defaults")
+    graphs: list[str] | None = Field(None, min_length=1,
+                                     description="elasticflow-raw: the graphs jobs are drawn from")
+    horizon_ms: float | None = Field(None, gt=0)
+
+    @field_validator("windows", "loads", "preset", "cluster", "files", mode="before")
+    @classmethod
+    def _one_or_many(cls, value):
+        return _listify(value)
+
+    @field_validator("preset")
+    @classmethod
+    def _known_presets(cls, value):
+        for preset in value:
+            if preset not in PRESETS:
+                raise ValueError(f"unknown preset '{preset}'; expected one of {', '.join(PRESETS)}")
+        return value
+
+
 class GridSpec(SpecModel):
-    """Instances (``workload`` or ``instances``) times ``methods``."""
+    """Instances (``workload``, ``trace`` or ``instances``) times ``methods``."""
 
     name: str = Field("grid", pattern=r"^[A-Za-z0-9_.-]+$")
     workload: WorkloadGrid | None = None
+    trace: TraceGrid | None = None
     instances: list[str] = Field([], description="instance.json files, relative to the study")
     methods: list[MethodSpec] = Field(min_length=1)
 
@@ -171,15 +238,68 @@ class Study:
         return self.spec.name
 
 
+#: A study file's limits: its size, and the values it may expand to through YAML aliases (a
+#: "billion laughs" file of a few hundred bytes expands to billions: measured, 56 s and 2.4 GB
+#: before pydantic could even reject it). Real studies hold hundreds of values.
+MAX_STUDY_BYTES = 16 * 2**20
+MAX_STUDY_VALUES = 100_000
+
+
+def safe_yaml(text: str, what: str) -> Any:
+    """``yaml.safe_load(text)``, refusing (InputError naming ``what``) a document whose aliases
+    expand it beyond :data:`MAX_STUDY_VALUES` values or refer to themselves: the node graph is
+    measured before any Python object is built from it."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        sizes: dict[int, int] = {}
+
+        def size(each, open_: set) -> int:
+            key = id(each)
+            if key in sizes:
+                return sizes[key]
+            if key in open_:
+                raise InputError(f"{what}: a YAML alias refers to itself")
+            open_.add(key)
+            if isinstance(each, yaml.MappingNode):
+                total = 1 + sum(size(k, open_) + size(v, open_) for k, v in each.value)
+            elif isinstance(each, yaml.SequenceNode):
+                total = 1 + sum(size(v, open_) for v in each.value)
+            else:
+                total = 1
+            open_.discard(key)
+            if total > MAX_STUDY_VALUES:
+                raise InputError(f"{what} expands to more than {MAX_STUDY_VALUES:,} values "
+                                 "(YAML aliases repeat its parts); write it out plainly")
+            sizes[key] = total
+            return total
+
+        try:
+            size(node, set())
+        except RecursionError:
+            raise InputError(f"{what} is nested too deeply") from None
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def load_study(path: str | Path) -> Study:
     """Read and check ``STUDY.yaml`` and expand it into cells (raises :class:`InputError`)."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if path.exists() and not path.is_file():  # a folder, or a FIFO that would never end
+            raise InputError(f"study '{path}' is not a regular file")
+        if path.exists() and path.stat().st_size > MAX_STUDY_BYTES:
+            raise InputError(f"study '{path}' is larger than {MAX_STUDY_BYTES >> 20} MB")
+        data = safe_yaml(path.read_text(encoding="utf-8"), f"study '{path}'")
     except OSError as err:
         raise InputError(f"cannot read study '{path}': {err.strerror}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as err:
         raise InputError(f"study '{path}' is not valid YAML: {str(err).splitlines()[0]}") from None
+    except RecursionError:  # the YAML parser itself recurses per nesting level
+        raise InputError(f"study '{path}' is nested too deeply") from None
     if isinstance(data, dict):
         data.setdefault("name", re.sub(r"[^A-Za-z0-9_.-]", "-", path.stem))
     return study_from_dict(data, path.parent, path=path)
@@ -190,17 +310,28 @@ def study_from_dict(data: Any, base_dir: str | Path = ".", path: Path | None = N
     spec = StudySpec.parse(_yaml_numbers(data))
     study = Study(spec=spec, path=path)
     ids: set[str] = set()
+    checked: set[tuple] = set()  # (method, checkpoint, placer, cluster, model) built once
     for g, grid in enumerate(spec.grids):
         where = ("grids", g)
-        if (grid.workload is None) == (not grid.instances):
-            raise InputError(f"{field_path(where)}: give exactly one of 'workload' and 'instances'")
+        if (grid.workload is not None) + (grid.trace is not None) + bool(grid.instances) != 1:
+            raise InputError(f"{field_path(where)}: give exactly one of 'workload', 'trace' and "
+                             "'instances'")
         methods = [_check_method(m, (*where, "methods", i)) for i, m in enumerate(grid.methods)]
         instances = (_workload_instances(grid, Path(base_dir), where) if grid.workload
+                     else _trace_instances(grid, Path(base_dir), where) if grid.trace
                      else _file_instances(grid, Path(base_dir), where))
-        for key, params, run_seed, data_or_file in instances:
+        for key, params, run_seed, data_or_file, instance in instances:
             for method in methods:
                 options = {"seed": run_seed, **method.options}
                 label = method.label or method.name
+                _check_cell(instance, method, options, f"{field_path(where)} ({params['slug']}): "
+                            f"method '{label}'", checked)
+                if options.get("placement") is not None:  # the placer must fit the preset
+                    try:
+                        check_placer(options["placement"], params["preset"], "placement")
+                    except InputError as err:
+                        raise InputError(f"{field_path(where)} ({params['slug']}): method "
+                                         f"'{label}': {err}") from None
                 cell_id = _cell_id(params["slug"], label, key, method.name, options)
                 if cell_id in ids:
                     raise InputError(f"{field_path(where)}: method '{label}' appears twice on the "
@@ -208,7 +339,7 @@ def study_from_dict(data: Any, base_dir: str | Path = ".", path: Path | None = N
                 ids.add(cell_id)
                 study.cells.append(Cell(
                     id=cell_id, instance_key=key, method=label, method_name=method.name,
-                    options=options, params={k: v for k, v in params.items() if k != "slug"},
+                    options=_resolved(options, Path(base_dir)), params={k: v for k, v in params.items() if k != "slug"},
                     instance_data=data_or_file if isinstance(data_or_file, dict) else None,
                     instance_file=data_or_file if isinstance(data_or_file, str) else None,
                     base_dir=str(base_dir)))
@@ -243,7 +374,7 @@ def _check_method(method: MethodSpec, loc: tuple) -> MethodSpec:
     options = method.options  # the api's own ranges (time limit > 0, threads >= 1, ...)
     try:
         check_options(method.name, options.get("time_limit"), options.get("threads"),
-                      options.get("seed"))
+                      options.get("seed"), options.get("placement"))
     except InputError as err:
         raise InputError(f"{where}: {err}") from None
     return method
@@ -297,10 +428,45 @@ def _workload_instances(grid: GridSpec, base_dir: Path, where: tuple):
                   "horizon_ms": w.horizon_ms, "instance_file": None,
                   "slug": f"{grid.name}-{label}-s{seed}-n{jobs}-ia{gap:g}-{preset}-{shape}"}
         try:  # builds the instance now: unknown graphs, missing profiles are found before running
-            instance_from_dict(data, base_dir)
+            instance = instance_from_dict(data, base_dir)
         except InputError as err:
             raise InputError(f"{field_path(where)} ({params['slug']}): {err}") from None
-        yield _digest(data, str(base_dir)), params, seed, data
+        yield _content_key(instance), params, seed, data, instance
+
+
+def _trace_instances(grid: GridSpec, base_dir: Path, where: tuple):
+    """(instance key, params, run seed, instance data) for every trace instance of a grid: the
+    ``distribution`` column names the trace, window and load (what the blocking plot groups)."""
+    t = grid.trace
+    for file, window, load, preset, cluster, seed in itertools.product(
+            t.files, t.windows, t.loads, t.preset, t.cluster, t.seeds):
+        trace = {"file": file, "format": t.format, **window.model_dump(), "load": load,
+                 "time_compression": t.time_compression, "seed": seed,
+                 **({"models": t.models} if t.models else {}),
+                 **({"graphs": t.graphs} if t.graphs is not None else {})}
+        data = {"cluster": cluster.model_dump(exclude={"topology"}), "model": {"preset": preset},
+                "workload": {"trace": trace}}
+        if t.horizon_ms is not None:
+            data["horizon_ms"] = t.horizon_ms
+        shape = (f"{cluster.communication_groups}x{cluster.racks_per_group}x"
+                 f"{cluster.servers_per_rack}")
+        stem = Path(file).stem
+        load_label = "native" if load is None else f"{load:g}"
+        params = {"grid": grid.name, "distribution": f"{stem} {window.label} L{load_label}",
+                  "seed": seed, "num_jobs": window.num_jobs, "interarrival_ms": None,
+                  "preset": preset, "cluster": shape,
+                  "num_servers": (cluster.communication_groups * cluster.racks_per_group
+                                  * cluster.servers_per_rack),
+                  "horizon_ms": t.horizon_ms, "instance_file": None, "trace": stem,
+                  "window": window.label, "load": load,
+                  "slug": f"{grid.name}-{stem}-{window.label}-L{load_label}-s{seed}-{preset}-"
+                          f"{shape}"}
+        try:  # reads and maps the trace now: a missing file or bad row is found before running
+            instance = instance_from_dict(data, base_dir)
+        except InputError as err:
+            raise InputError(f"{field_path(where)} ({params['slug']}): {err}") from None
+        params["num_jobs"] = len(instance.jobs)
+        yield _content_key(instance), params, seed, data, instance
 
 
 def _file_instances(grid: GridSpec, base_dir: Path, where: tuple):
@@ -318,7 +484,44 @@ def _file_instances(grid: GridSpec, base_dir: Path, where: tuple):
                   "cluster": f"{c.communication_groups}x{c.racks_per_group}x{c.servers_per_rack}",
                   "num_servers": c.num_servers, "horizon_ms": instance.horizon_ms,
                   "instance_file": str(path), "slug": f"{grid.name}-{path.stem}"}
-        yield _digest(str(path), path.read_bytes().hex()), params, 0, str(path)
+        yield _content_key(instance), params, 0, str(path), instance
+
+
+def _content_key(instance) -> str:
+    """An instance's cell key: a digest of its content (cluster, model, horizon, each graph's
+    content fingerprint, the jobs), never of the path it was reached by, so that a study resumes
+    however its file or folder is spelled (``studies/x.yaml``, ``./x.yaml``, an absolute path, a
+    notebook's working folder)."""
+    return _digest(instance.cluster.to_dict(), instance.model.to_dict(), instance.horizon_ms,
+                   {name: graph.fingerprint for name, graph in sorted(instance.graphs.items())},
+                   [dataclasses.astuple(job) for job in instance.jobs])
+
+
+def _check_cell(instance, method: MethodSpec, options: dict, where: str, checked: set) -> None:
+    """Every check ``solve`` makes before running this cell
+    (:func:`pacopt.solvers.api.check_run`: the result's size, the placer, the policy built for
+    this instance: ``fixed:99`` where degrees stop at 16, a checkpoint for another cluster), so a
+    bad cell is one line before anything runs instead of a failure in every cell. Policies are
+    built once per method, checkpoint, placer, cluster and model."""
+    try:
+        check_result_size(instance)
+        key = (method.name, options.get("checkpoint"), options.get("placement"),
+               instance.cluster, instance.model)
+        if key not in checked:
+            check_run(instance, method.name, checkpoint=options.get("checkpoint"),
+                      placement=options.get("placement"))
+            checked.add(key)
+    except InputError as err:
+        raise InputError(f"{where}: {err}") from None
+
+
+def _resolved(options: dict, base_dir: Path) -> dict:
+    """A cell's options as ``solve`` takes them: a relative ``checkpoint`` resolved against the
+    study's folder, as every other path in a study is (its cell id keeps the path as written)."""
+    checkpoint = options.get("checkpoint")
+    if isinstance(checkpoint, str) and not Path(checkpoint).expanduser().is_absolute():
+        return {**options, "checkpoint": str((base_dir / checkpoint).resolve())}
+    return options
 
 
 def _digest(*parts: Any) -> str:

@@ -4,8 +4,9 @@ of every row against the exact results of the same instance.
 Row columns: the cell (``cell``, ``instance``, ``method``, ``method_name``, ``options``,
 ``run_seed``), its parameters (``grid``, ``distribution``, ``seed``, ``num_jobs``,
 ``interarrival_ms``, ``preset``, ``cluster``, ``num_servers``, ``horizon_ms``,
-``instance_file``), the outcome (``status``, ``validated``, ``arrived``, ``accepted``,
-``blocking_rate``, ``bound_accepted``, ``solver_gap``, ``blocked_<reason>``), the episode metrics
+``instance_file``), the outcome (``placement``: the online placer or ``offline``, ``status``,
+``validated``, ``arrived``, ``accepted``, ``blocking_rate``, ``bound_accepted``, ``solver_gap``,
+``blocked_<reason>``), the episode metrics
 of :mod:`pacopt.cluster.episode_stats` (``throughput_jobs_per_hour``, ``demand_throughput_bytes_per_s``,
 ``worker_utilisation``, ``mean_jct_ms``, ``mean_speedup``, ``mean_degree``), ``solve_seconds``
 and ``error`` (the reason of a failed cell).
@@ -51,7 +52,8 @@ def solution_row(cell: Cell, solution: Solution) -> dict:
     """The table row of ``cell`` solved as ``solution``."""
     m = solution.metrics
     reasons = m.get("blocked_by_reason", {})
-    return {**_cell_columns(cell), "status": solution.status, "validated": solution.validated,
+    return {**_cell_columns(cell), "placement": solution.placement,
+            "status": solution.status, "validated": solution.validated,
             "arrived": solution.arrived, "accepted": solution.accepted,
             "blocking_rate": solution.blocking_rate,
             "bound_accepted": solution.bound_accepted, "solver_gap": solution.gap,
@@ -64,7 +66,8 @@ def solution_row(cell: Cell, solution: Solution) -> dict:
 
 def error_row(cell: Cell, reason: str, seconds: float) -> dict:
     """The table row of a cell that failed: status ``error`` and its reason."""
-    return {**_cell_columns(cell), "status": "error", "validated": False, "arrived": None,
+    return {**_cell_columns(cell), "placement": cell.options.get("placement"),
+            "status": "error", "validated": False, "arrived": None,
             "accepted": None, "blocking_rate": None, "bound_accepted": None, "solver_gap": None,
             **{f"blocked_{r}": None for r in REASONS}, **{k: None for k in _METRICS},
             "solve_seconds": seconds, "error": reason}

@@ -50,7 +50,8 @@ def episode_metrics(instance: Instance, solution: Solution) -> dict:
                  for name, g in instance.graphs.items()}
     demand = sum(per_graph[j.graph][0] for j in accepted)
     jct = np.array([j.jct_ms for j in accepted])
-    seq = np.array([per_graph[j.graph][1] for j in accepted])
+    scale = {job.id: instance.work_scale(job) for job in instance.jobs}  # trace jobs' own work
+    seq = np.array([per_graph[j.graph][1] * scale.get(j.id, 1.0) for j in accepted])
     reasons = Counter(j.reason for j in jobs if not j.accepted)
     arrived = len(jobs)
     return {
@@ -65,7 +66,8 @@ def episode_metrics(instance: Instance, solution: Solution) -> dict:
         "worker_utilisation": (busy / (instance.cluster.num_servers * episode_ms)
                                if episode_ms > 0 else 0.0),
         "mean_jct_ms": float(jct.mean()) if len(jct) else None,
-        "mean_speedup": float((seq / jct).mean()) if len(jct) else None,
+        # a job of zero-time ops has no speed-up (0 / 0): it is left out of the mean
+        "mean_speedup": float((seq[jct > 0] / jct[jct > 0]).mean()) if (jct > 0).any() else None,
         "mean_degree": float(np.mean([j.degree for j in accepted])) if accepted else None,
         "degree_counts": dict(sorted(Counter(j.degree for j in accepted).items())),
     }

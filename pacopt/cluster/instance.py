@@ -32,8 +32,10 @@ from pacopt.cluster.input_spec import (
     tagged_union,
 )
 from pacopt.cluster.pipedream import PIPEDREAM_MODELS, read_pipedream
+from pacopt.cluster.placers import PLACER_PRESETS, PLACERS
 from pacopt.cluster.settings import PRESETS, ModelSettings
 from pacopt.cluster.topology import RampCluster
+from pacopt.cluster.trace import TraceWorkload, expand_trace
 from pacopt.cluster.workload import (
     Beta,
     JobSpec,
@@ -94,6 +96,16 @@ class ModelSpec(SpecModel):
     quantum_ms: float = Field(ModelSettings.quantum_ms, ge=MIN_QUANTUM_MS, le=MAX_MS,
                               description="minimum sub-op time (ms)")
     training_steps: int = Field(ModelSettings.training_steps, ge=1, le=10**9)
+    placement: Literal[tuple(PLACERS)] = Field(ModelSettings.placement, description=(
+        "the online simulator's placer: first-fit (the reference's), best-fit, or compact "
+        "(physical only); solve --placement overrides it"))
+
+    @model_validator(mode="after")
+    def _placer_fits_preset(self) -> Self:
+        if self.preset not in PLACER_PRESETS[self.placement]:
+            raise ValueError(f"placer '{self.placement}' does not fit the '{self.preset}' preset "
+                             f"(it fits {', '.join(PLACER_PRESETS[self.placement])})")
+        return self
 
 
 class OpSpec(SpecModel):
@@ -144,6 +156,17 @@ GraphSpec = tagged_union({"<pipedream>": PipedreamGraph, "<file>": GraphFile,
                          '{"ops": [...], "deps": [...]}')
 
 
+def _workload_form(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return None
+    return "<trace>" if "trace" in value else "<generated>"
+
+
+AnyWorkload = tagged_union({"<generated>": WorkloadSpec, "<trace>": TraceWorkload}, _workload_form,
+                           'must be a generated workload {"graphs": [...], "num_jobs": n, ...} '
+                           'or a trace {"trace": {"file": path, "format": ...}}')
+
+
 class JobEntry(SpecModel):
     """One explicit job."""
 
@@ -151,6 +174,11 @@ class JobEntry(SpecModel):
     graph: str = Field(description="a key of graphs")
     arrival_ms: float = Field(ge=0, le=MAX_MS)
     max_jct_fraction: Beta = Field(description="beta: the deadline is beta x the sequential JCT")
+    training_steps: float | None = Field(None, gt=0, le=MAX_MS, description=(
+        "this job's work in training steps (default: model.training_steps); its JCTs and "
+        "deadline scale with it"))
+    requested_degree: int | None = Field(None, ge=1, le=MAX_SERVERS, description=(
+        "the degree the user asked for (a trace's GPUs); the as-requested method plays it"))
 
 
 class InstanceSpec(SpecModel):
@@ -161,9 +189,10 @@ class InstanceSpec(SpecModel):
 
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     model: ModelSpec = Field(default_factory=ModelSpec)
-    graphs: dict[str, GraphSpec] = Field(min_length=1)
+    graphs: dict[str, GraphSpec] = Field({}, description=(
+        "at least one, unless the workload is a trace (it brings the graphs it maps to)"))
     jobs: list[JobEntry] = Field([], max_length=MAX_JOBS)
-    workload: WorkloadSpec | None = None
+    workload: AnyWorkload | None = None
     horizon_ms: float | None = Field(None, gt=0, le=MAX_MS, description=(
         "stop the episode here; jobs still running, or arriving at or after it, count as blocked"))
 
@@ -171,7 +200,13 @@ class InstanceSpec(SpecModel):
     def _has_jobs(self) -> Self:
         if not self.jobs and self.workload is None:
             raise ValueError("give explicit 'jobs', a 'workload', or both")
-        total = len(self.jobs) + (self.workload.num_jobs if self.workload else 0)
+        trace = isinstance(self.workload, TraceWorkload)
+        if not self.graphs and not trace:
+            raise ValueError("graphs: required field is missing (only a trace workload "
+                             "brings its own graphs)")
+        size = (0 if self.workload is None else (self.workload.trace.num_jobs or 0) if trace
+                else self.workload.num_jobs)
+        total = len(self.jobs) + size
         if total > MAX_JOBS:
             raise ValueError(f"{total} jobs (explicit and generated); pacopt handles at most "
                              f"{MAX_JOBS}")
@@ -209,8 +244,18 @@ class Instance:
         self.jobs = sorted(self.jobs, key=lambda job: job.arrival_ms)
 
     def deadline_ms(self, job: JobSpec) -> float:
-        """The job's deadline (ms after arrival): beta x its graph's sequential JCT."""
-        return job.max_jct_fraction * self.graphs[job.graph].seq_jct_ms(self.model.training_steps)
+        """The job's deadline (ms after arrival): beta x its sequential JCT (its graph's, times
+        its work scale), computed as :meth:`pacopt.cluster.jct.JctModel.job_table` does."""
+        seq = self.graphs[job.graph].seq_jct_ms(self.model.training_steps)
+        scale = self.work_scale(job)
+        return job.max_jct_fraction * (seq * scale if scale != 1.0 else seq)
+
+    def work_scale(self, job: JobSpec) -> float:
+        """The job's training steps over the model's (1 unless the job has its own amount of
+        work, as trace jobs do): every JCT of the job is its graph's times this."""
+        if job.training_steps is None:
+            return 1.0
+        return job.training_steps / self.model.training_steps
 
     def to_dict(self) -> dict:
         """A self-contained instance JSON dict: inline graphs and explicit jobs, so that a
@@ -220,7 +265,8 @@ class Instance:
             "model": self.model.to_dict(),
             "graphs": {name: {k: v for k, v in graph.to_dict().items() if k != "name"}
                        for name, graph in self.graphs.items()},
-            "jobs": [asdict(job) for job in self.jobs],
+            "jobs": [{k: v for k, v in asdict(job).items() if v is not None}
+                     for job in self.jobs],
         }
         if self.horizon_ms is not None:
             data["horizon_ms"] = self.horizon_ms
@@ -249,7 +295,13 @@ def instance_from_dict(data: Any, base_dir: str | Path = ".", *, source: str | N
     for i, job in enumerate(spec.jobs):
         require_graph(job.graph, graphs, f"jobs[{i}].graph")
         jobs.append(JobSpec(**job.model_dump()))
-    if spec.workload is not None:
+    cluster = RampCluster(**spec.cluster.model_dump(exclude={"topology"}))
+    settings = ModelSettings(**spec.model.model_dump())
+    if isinstance(spec.workload, TraceWorkload):  # the trace becomes explicit jobs here
+        replay = expand_trace(spec.workload.trace, graphs, cluster, settings, base_dir)
+        graphs.update(replay.graphs)
+        jobs += replay.jobs
+    elif spec.workload is not None:
         jobs += generate_jobs(spec.workload, graphs)
     first_use: dict[str, int] = {}
     for i, job in enumerate(jobs):
@@ -257,8 +309,7 @@ def instance_from_dict(data: Any, base_dir: str | Path = ".", *, source: str | N
         if j != i:  # generated ids are distinct, so jobs[j] is always an explicit job
             where = f"jobs[{i}].id" if i < len(spec.jobs) else "workload"
             raise InputError(f"{where}: job id '{job.id}' is already used by jobs[{j}]")
-    return Instance(cluster=RampCluster(**spec.cluster.model_dump(exclude={"topology"})),
-                    model=ModelSettings(**spec.model.model_dump()), graphs=graphs, jobs=jobs,
+    return Instance(cluster=cluster, model=settings, graphs=graphs, jobs=jobs,
                     horizon_ms=spec.horizon_ms, source=source)
 
 
@@ -310,6 +361,8 @@ def check_file(path: str | Path, what: str = "file") -> Path:
     try:
         if path.is_dir():
             raise InputError(f"{what} '{path}' is a folder, not a file")
+        if path.exists() and not path.is_file():  # a FIFO with no writer would block for ever
+            raise InputError(f"{what} '{path}' is not a regular file")
         size = path.stat().st_size
     except OSError as err:
         raise InputError(f"cannot read {what} '{path}': {err.strerror}") from None

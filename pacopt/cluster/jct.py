@@ -3,9 +3,12 @@
 :class:`JctModel` is the single place where a (graph, degree or per-op counts, placement) becomes
 a JCT. It caches at four levels so that episodes, formulations, studies and the learned agent stay fast:
 - first-fit plans per (graph, counts) and placements, keyed by (graph, counts, occupied servers);
-- live per-degree options (:class:`LiveOptions`), keyed by (graph, occupied servers);
+- live per-degree options (:class:`LiveOptions`), keyed by (placer, graph, occupied servers, and
+  under ``physical`` best fit the job's deadline, which decides among its footprints);
+- per graph, the candidate footprints of best fit and compact (:class:`FootprintMenu`);
 - step timings, keyed by (graph, counts, the placement's symmetry class), in memory and on disk
-  (``$PACOPT_CACHE_DIR``, default ``~/.cache/pacopt``), shared by every process;
+  (``$PACOPT_CACHE_DIR``, default ``~/.cache/pacopt``), shared by every process, every line
+  carrying its provenance and a checksum (:mod:`pacopt.cluster.timing_cache`);
 - per-job tables (:class:`JobTable`), one per graph.
 
 Preset semantics for the JCT of a placed job:
@@ -17,31 +20,22 @@ Preset semantics for the JCT of a placed job:
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.partition import op_counts, partition
 from pacopt.cluster.placement import FitPlan, Placement
+from pacopt.cluster.placers import FootprintMenu, as_mask, free_block_score, pick
 from pacopt.cluster.settings import ModelSettings
 from pacopt.cluster.step import StepTiming, simulate_step
+from pacopt.cluster.timing_cache import TIMING_VERSION, TimingFile, cache_dir  # noqa: F401
 from pacopt.cluster.topology import RampCluster
+from pacopt.infra.progress import tqdm
 
-#: Bump when the timing rules change: it invalidates every on-disk timing.
-TIMING_VERSION = 1
 _PLACEMENT_CACHE_LIMIT = 200_000
 _OPTIONS_CACHE_LIMIT = 100_000
-
-
-def cache_dir() -> Path:
-    """Where timings persist: ``$PACOPT_CACHE_DIR`` or ``~/.cache/pacopt``."""
-    return Path(os.environ.get("PACOPT_CACHE_DIR") or Path.home() / ".cache" / "pacopt")
 
 
 @dataclass(frozen=True)
@@ -58,7 +52,9 @@ class JobTable:
 
     Arrays are numpy so that policies and the learned agent can read them without copying.
     ``placed[d]``: first-fit finds room on an empty cluster; ``workers[d]``: its footprint there;
-    ``jct_ms[d]`` and ``comm_overhead_ms[d]``: NaN where not placed.
+    ``jct_ms[d]`` and ``comm_overhead_ms[d]``: NaN where not placed. ``work_scale``: the job's
+    training steps over the model's (a trace job's own amount of work, :meth:`JctModel.job_table`);
+    its times are the graph's times multiplied by it.
     """
 
     graph: JobGraph
@@ -69,6 +65,7 @@ class JobTable:
     workers: np.ndarray
     jct_ms: np.ndarray
     comm_overhead_ms: np.ndarray
+    work_scale: float = 1.0
 
     @property
     def max_degree(self) -> int:
@@ -89,16 +86,26 @@ class JobTable:
 
 @dataclass(frozen=True)
 class LiveOptions:
-    """Per-degree facts of one job on the live cluster now; index ``d`` = degree (0 = reject).
+    """Per-degree facts of one job on the live cluster now, under one placer; index ``d`` =
+    degree (0 = reject).
 
-    ``placeable[d]``: first-fit finds room now (False at 0); ``workers[d]``: the footprint of that
-    placement (0 where not placeable); ``jct_ms[d]``: its JCT under the preset (``inf`` where not
-    placeable). Read-only numpy arrays (they are cached and shared).
+    ``placeable[d]``: the placer finds room now (False at 0); ``workers[d]``: the footprint of
+    that placement (0 where not placeable); ``jct_ms[d]``: its JCT under the preset (``inf`` where
+    not placeable); ``masks[d]``: the footprint as a bitmask (0 where not placeable); ``placer``:
+    whose placements these are (:mod:`pacopt.cluster.placers`). Best fit
+    and compact also give ``placements[d]`` (the placement itself; first-fit's is built on
+    demand, :meth:`JctModel.place`) and ``free_blocks[d]`` (the weighted free blocks left once it
+    is placed, :class:`~pacopt.cluster.placers.FreeBlockScore`; NaN where not placeable).
+    Read-only numpy arrays (they are cached and shared).
     """
 
     placeable: np.ndarray
     workers: np.ndarray
     jct_ms: np.ndarray
+    masks: tuple[int, ...] = ()
+    placer: str = "first-fit"
+    placements: tuple[Placement | None, ...] | None = None
+    free_blocks: np.ndarray | None = None
 
 
 class JctModel:
@@ -115,6 +122,7 @@ class JctModel:
         self._live_jct: dict[tuple, float] = {}
         self._timings: dict[tuple, dict[str, StepTiming]] = {}  # per graph file -> key -> timing
         self._tables: dict[str, JobTable] = {}
+        self._menus: dict[str, FootprintMenu] = {}
 
     # ----- partitioning and placement -------------------------------------------------------------
     def counts(self, graph: JobGraph, degree: int) -> tuple[int, ...]:
@@ -139,10 +147,23 @@ class JctModel:
             self._placements[key] = None if choice is None else plan.placement(choice)
         return self._placements[key]
 
-    def live_options(self, table: JobTable, occupied: int) -> LiveOptions:
-        """Per-degree placeability, footprint and JCT of ``table``'s graph placed by first-fit
+    def live_options(self, table: JobTable, occupied: int, placer: str = "first-fit",
+                     deadline_ms: float | None = None) -> LiveOptions:
+        """Per-degree placeability, footprint and JCT of ``table``'s graph placed by ``placer``
         avoiding ``occupied`` (cached by occupancy). ``ddls`` reads the JCT from the table (one
-        JCT per degree, module doc); ``physical`` times each actual placement (cached by it)."""
+        JCT per degree, module doc); ``physical`` times each actual placement (cached by it).
+        ``deadline_ms`` is the job's: under ``physical``, best fit prefers the footprints that
+        meet it (:func:`~pacopt.cluster.placers.pick`). A job table with a work scale
+        (:meth:`job_table`) gets the graph's options with its JCTs multiplied by the scale."""
+        if table.work_scale != 1.0:
+            scale = table.work_scale
+            base = self.live_options(self.table(table.graph), occupied, placer,
+                                     None if deadline_ms is None else deadline_ms / scale)
+            jct = base.jct_ms * scale
+            jct.flags.writeable = False
+            return replace(base, jct_ms=jct)
+        if placer != "first-fit":
+            return self._menu_options(table, occupied, placer, deadline_ms)
         graph = table.graph
         key = (graph.fingerprint, occupied)
         options = self._options.get(key)
@@ -154,6 +175,7 @@ class JctModel:
         placeable = np.zeros(size, dtype=bool)
         workers = np.zeros(size, dtype=np.int64)
         jct = np.full(size, np.inf)
+        masks = [0] * size
         ddls = self.settings.preset == "ddls"
         for d, plan, where in degrees:
             if where is None:  # memory can bind: the exact scan
@@ -165,13 +187,81 @@ class JctModel:
             if choice is None:
                 continue
             placeable[d] = True
-            workers[d] = plan.footprint(choice).bit_count()
+            masks[d] = plan.footprint(choice)
+            workers[d] = masks[d].bit_count()
             jct[d] = table.jct_ms[d] if ddls else self._placed_jct(plan, choice)
         for array in (placeable, workers, jct):
             array.flags.writeable = False
         if len(self._options) >= _OPTIONS_CACHE_LIMIT:
             self._options.clear()
-        options = self._options[key] = LiveOptions(placeable, workers, jct)
+        options = self._options[key] = LiveOptions(placeable, workers, jct, tuple(masks))
+        return options
+
+    def menu(self, table: JobTable) -> FootprintMenu:
+        """The candidate footprints of ``table``'s graph at every degree placeable on an empty
+        cluster (cached per graph): what best fit and compact choose from."""
+        key = table.graph.fingerprint
+        if key not in self._menus:
+            counts = {d: table.counts[d] for d in range(1, len(table.placed)) if table.placed[d]}
+            self._menus[key] = FootprintMenu.build(table.graph, counts, self.cluster,
+                                                   free_block_score(self.cluster))
+        return self._menus[key]
+
+    def _menu_options(self, table: JobTable, occupied: int, placer: str,
+                      deadline_ms: float | None) -> LiveOptions:
+        """:meth:`live_options` under best fit or compact: the footprints free now scored with
+        one product, then per degree the one :func:`~pacopt.cluster.placers.pick` takes."""
+        ddls = self.settings.preset == "ddls"
+        graph = table.graph
+        key = (placer, graph.fingerprint, occupied, None if ddls or placer == "compact"
+               else deadline_ms)
+        options = self._options.get(key)
+        if options is not None:
+            return options
+        menu = self.menu(table)
+        scorer = free_block_score(self.cluster)
+        size = len(table.placed)
+        placeable = np.zeros(size, dtype=bool)
+        workers = np.zeros(size, dtype=np.int64)
+        jct = np.full(size, np.inf)
+        free_blocks = np.full(size, np.nan)
+        masks: list[int] = [0] * size
+        placements: list[Placement | None] = [None] * size
+        free = (menu.masks & as_mask(occupied, self.cluster)) == 0
+        rows = np.flatnonzero(free)
+        chosen: list[int] = []
+        if len(rows):
+            score = np.full(len(free), -np.inf)  # -inf: busy
+            score[rows] = scorer.score(menu.hits[rows], menu.workers[rows], occupied)
+            for d, span in menu.spans.items():
+                here = score[span]
+                if not len(here):
+                    continue
+                i = int(here.argmax())  # best fit under ddls: the first best score
+                if here[i] == -np.inf:
+                    continue
+                if not ddls:
+                    counts = table.counts[d]
+                    timed = menu.jct(d, lambda p, c=counts: self.timing(graph, c, p).jct_ms)
+                    # best fit's best free footprint stands when it is in time
+                    if placer != "best-fit" or (deadline_ms is not None
+                                                and timed[i] > deadline_ms):
+                        i = pick(placer, free[span], here, timed, deadline_ms)
+                k = span.start + i
+                placeable[d] = True
+                workers[d] = menu.workers[k]
+                jct[d] = table.jct_ms[d] if ddls else menu.jct_ms[k]
+                masks[d] = int(menu.masks[k])
+                placements[d] = menu.placements[k]
+                chosen.append(k)
+        if chosen:
+            free_blocks[placeable] = scorer.left(None, occupied, menu.hits[chosen])
+        for array in (placeable, workers, jct, free_blocks):
+            array.flags.writeable = False
+        if len(self._options) >= _OPTIONS_CACHE_LIMIT:
+            self._options.clear()
+        options = self._options[key] = LiveOptions(placeable, workers, jct, tuple(masks), placer,
+                                                   tuple(placements), free_blocks)
         return options
 
     def _live_plan(self, table: JobTable) -> tuple[tuple[int, ...], tuple]:
@@ -200,13 +290,20 @@ class JctModel:
         return self._live_jct[key]
 
     # ----- timing ----------------------------------------------------------------------------
-    def timing(self, graph: JobGraph, counts: tuple[int, ...], placement: Placement) -> Timing:
-        """JCT and exposed communication of a placed job, under the preset's rule (module doc)."""
+    def timing(self, graph: JobGraph, counts: tuple[int, ...], placement: Placement,
+               scale: float = 1.0) -> Timing:
+        """JCT and exposed communication of a placed job, under the preset's rule (module doc).
+        ``scale``: the job's work scale (:attr:`JobTable.work_scale`); both times are the
+        model's ``training_steps`` times a step, multiplied by it."""
         if self.settings.preset == "ddls":
             placement = self.place(graph, counts, 0) or placement
         step = self._step(graph, counts, placement)
         steps = self.settings.training_steps
-        return Timing(jct_ms=steps * step.step_ms, comm_overhead_ms=steps * step.exposed_comm_ms)
+        timing = Timing(jct_ms=steps * step.step_ms, comm_overhead_ms=steps * step.exposed_comm_ms)
+        if scale != 1.0:
+            timing = Timing(jct_ms=timing.jct_ms * scale,
+                            comm_overhead_ms=timing.comm_overhead_ms * scale)
+        return timing
 
     def _step(self, graph: JobGraph, counts: tuple[int, ...], placement: Placement) -> StepTiming:
         store = self._store(graph)
@@ -217,34 +314,28 @@ class JctModel:
                 self._append(graph, key, store[key])
         return store[key]
 
-    def _file(self, graph: JobGraph) -> Path:
-        ident = json.dumps([TIMING_VERSION, graph.fingerprint, self.cluster.to_dict(),
-                            self.settings.preset], sort_keys=True)
-        digest = hashlib.blake2b(ident.encode(), digest_size=10).hexdigest()
-        return cache_dir() / "timings" / f"{graph.name}-{self.settings.preset}-{digest}.jsonl"
+    def _file(self, graph: JobGraph) -> TimingFile:
+        """The checked on-disk timings of ``graph`` under this cluster and these settings
+        (:mod:`pacopt.cluster.timing_cache`: provenance and checksum on every line)."""
+        settings = {k: v for k, v in self.settings.to_dict().items() if k != "placement"}
+        return TimingFile(f"{graph.name}-{self.settings.preset}", {
+            "graph": graph.fingerprint, "cluster": self.cluster.to_dict(), "model": settings})
 
     def _store(self, graph: JobGraph) -> dict[str, StepTiming]:
         ident = graph.fingerprint
         if ident not in self._timings:
             store: dict[str, StepTiming] = {}
-            path = self._file(graph)
-            if self.persist and path.exists():
-                for line in path.read_text().splitlines():
-                    try:  # a line cut short by a killed process is skipped, not fatal
-                        key, step_ms, exposed = json.loads(line)
-                        store[key] = StepTiming(step_ms, exposed)
-                    except (ValueError, TypeError):
-                        continue
+            if self.persist:
+                loaded = self._file(graph).load()  # only lines that check; bad ones warned of
+                if loaded is None:  # not a usable file: keep the timings in memory
+                    self.persist = False
+                else:
+                    store = {key: StepTiming(*value) for key, value in loaded.items()}
             self._timings[ident] = store
         return self._timings[ident]
 
     def _append(self, graph: JobGraph, key: str, timing: StepTiming) -> None:
-        path = self._file(graph)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a") as handle:  # one short append per timing: safe across processes
-                handle.write(json.dumps([key, timing.step_ms, timing.exposed_comm_ms]) + "\n")
-        except OSError:
+        if not self._file(graph).append(key, timing.step_ms, timing.exposed_comm_ms):
             self.persist = False  # a read-only home must not stop the work; keep it in memory
 
     # ----- the per-job table ---------------------------------------------------------------------
@@ -277,3 +368,17 @@ class JctModel:
                          comm_overhead_ms=comm)
         self._tables[graph.fingerprint] = table
         return table
+
+    def job_table(self, graph: JobGraph, scale: float = 1.0) -> JobTable:
+        """The table of one job of ``graph`` whose work is ``scale`` times the model's training
+        steps: :meth:`table` with every time (sequential JCT, JCTs, communication) multiplied by
+        ``scale``, exactly as :meth:`timing` multiplies them, so that a policy reading the table
+        and the simulator timing the placement agree to the last bit. Not cached (three
+        multiplications); ``scale`` 1 is :meth:`table` itself."""
+        table = self.table(graph)
+        if scale == 1.0:
+            return table
+        jct, comm = table.jct_ms * scale, table.comm_overhead_ms * scale
+        jct.flags.writeable = comm.flags.writeable = False
+        return replace(table, seq_jct_ms=table.seq_jct_ms * scale, jct_ms=jct,
+                       comm_overhead_ms=comm, work_scale=scale)

@@ -2,11 +2,14 @@
 
 A policy implements :class:`Policy`: ``choose(decision) -> int``. The :class:`Decision` shows the
 job, its per-degree table (empty cluster), the live cluster state, and the live per-degree table
-:meth:`Decision.options` (first-fit against the live state: placeable, footprint, JCT, one
-vectorised call, cached), with the placement itself for any degree on demand. The learned agent
-plugs in the same way.
+:meth:`Decision.options` (the episode's placer against the live state: placeable, footprint, JCT,
+one vectorised call, cached), with the placement itself for any degree on demand and what each
+degree would cost (:meth:`Decision.offers`: workers, JCT, free blocks left), so that a policy can
+compare degrees under the placer in use. A policy may also place the job itself: ``choose`` then
+returns :class:`Placed` (a degree and a placement), which the simulator checks is valid and free
+(:func:`~pacopt.cluster.placers.check_explicit`). The learned agent plugs in the same way.
 
-Two action sets are on offer. ``valid_degrees``: the degrees first-fit can place now (pacopt's
+Two action sets are on offer. ``valid_degrees``: the degrees the placer can place now (pacopt's
 own, used by ``min-feasible``). ``reference_degrees``: the reference's action mask, 1 and the even
 degrees that do not exceed the free workers and have a RAMP shape, without checking that the job
 fits the fragmented cluster (one fix: a degree whose per-op counts can never be placed, even on an
@@ -16,9 +19,11 @@ paper's five graphs); the paper's baselines (``sequential``, ``para-max``, ``par
 ``no_placement``.
 
 The baselines an agent is judged against (:data:`BASELINES`) use the live table: ``fixed:K``
-(K if placeable now and in time, else reject), ``fixed-or-min:K`` (else min-feasible) and
-``tuned``, the best of those and of the heuristics per beta distribution on the tuning seeds
-(``pacopt/data/tuned.json``, written by ``benchmarks/tune_baselines.py``).
+(K if placeable now and in time, else reject; in time: the JCT meets the deadline and, in an
+episode with a horizon, ends by it, :attr:`Decision.limit_ms`, as the offline rules' options do), ``fixed-or-min:K`` (else min-feasible) and
+``tuned``, the best of those and of the heuristics per beta distribution on the tuning seeds,
+chosen per (preset, placer) (``pacopt/data/tuned.json``, written by
+``benchmarks/tune_baselines.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.jct import JctModel, JobTable, LiveOptions
 from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS
 from pacopt.cluster.placement import Placement
+from pacopt.cluster.placers import free_block_score
 from pacopt.cluster.state import EPS_MS, ClusterState
 from pacopt.cluster.workload import paper as paper_beta
 from pacopt.infra.errors import InputError
@@ -57,6 +63,8 @@ class Decision:
     state: ClusterState
     model: JctModel
     horizon_ms: float | None = None  # the episode's end, if it has one
+    placer: str = "first-fit"  # the episode's placer (pacopt.cluster.placers)
+    requested_degree: int | None = None  # the degree the job's user asked for (trace jobs)
     _options: LiveOptions | None = field(default=None, repr=False)
 
     @property
@@ -64,17 +72,45 @@ class Decision:
         return self.table.max_degree
 
     def options(self) -> LiveOptions:
-        """The live per-degree table (placeable, workers, JCT as placed now), indexed by degree
-        0..max; computed once per decision. Every other live query here reads it."""
+        """The live per-degree table (placeable, workers, JCT as the placer would place the job
+        now), indexed by degree 0..max; computed once per decision. Every other live query here
+        reads it."""
         if self._options is None:
-            self._options = self.model.live_options(self.table, self.state.occupied)
+            self._options = self.model.live_options(self.table, self.state.occupied, self.placer,
+                                                    self.deadline_ms)
         return self._options
 
     def placement(self, degree: int) -> Placement | None:
-        """First-fit placement at ``degree`` on the servers free now (None: cannot be placed)."""
+        """The placer's placement at ``degree`` on the servers free now (None: cannot be
+        placed)."""
         if not self.placeable(degree):
             return None
+        options = self.options()
+        if options.placements is not None:
+            return options.placements[degree]
         return self.model.place(self.graph, self.table.counts[degree], self.state.occupied)
+
+    def free_blocks(self) -> np.ndarray:
+        """Per degree, the weighted free blocks left once the placer's footprint is placed
+        (:class:`~pacopt.cluster.placers.FreeBlockScore`, the quantity best fit maximises); NaN
+        where not placeable. How much a degree costs the jobs still to come."""
+        options = self.options()
+        if options.free_blocks is not None:
+            return options.free_blocks
+        out = np.full(len(options.placeable), np.nan)
+        degrees = np.flatnonzero(options.placeable)
+        if len(degrees):
+            out[degrees] = free_block_score(self.model.cluster).left(
+                [options.masks[d] for d in degrees], self.state.occupied)
+        return out
+
+    def offers(self) -> list[Offer]:
+        """What each degree placeable now would be, under the placer in use: its placement,
+        workers, JCT and the free blocks it leaves (ascending degree)."""
+        options, left = self.options(), self.free_blocks()
+        return [Offer(int(d), self.placement(int(d)), int(options.workers[d]),
+                      float(options.jct_ms[d]), float(left[d]))
+                for d in np.flatnonzero(options.placeable)]
 
     def placeable(self, degree: int) -> bool:
         return bool(self.options().placeable[degree])
@@ -107,15 +143,44 @@ class Decision:
             return math.inf
         return max(self.horizon_ms - self.state.now_ms, 0.0)
 
+    @property
+    def limit_ms(self) -> float:
+        """The longest JCT that gets the job accepted: its deadline, or the time left until the
+        horizon if that is shorter (a job still running there is blocked, ``horizon``)."""
+        return min(self.deadline_ms, self.remaining_ms + EPS_MS)
+
     def worthwhile_mask(self) -> np.ndarray:
-        """Degrees worth choosing: reject, and every degree first-fit can place now whose JCT
-        meets the deadline and ends by the horizon (any other degree blocks the job as reject
-        does, or worse: a job cut by the horizon holds its workers until then)."""
+        """Degrees worth choosing: reject, and every degree the placer can place now whose JCT
+        meets the deadline and ends by the horizon (:attr:`limit_ms`; any other degree blocks
+        the job as reject does, or worse: a job cut by the horizon holds its workers until
+        then)."""
         options = self.options()
-        limit = min(self.deadline_ms, self.remaining_ms + EPS_MS)
-        mask = options.placeable & (options.jct_ms <= limit)
+        mask = options.placeable & (options.jct_ms <= self.limit_ms)
         mask[0] = True
         return mask
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One degree as the placer would run it now (:meth:`Decision.offers`)."""
+
+    degree: int
+    placement: Placement
+    workers: int
+    jct_ms: float
+    free_blocks: float  # weighted free blocks left once placed (FreeBlockScore)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A policy's choice of degree *and* placement together: ``placement`` gives every forward
+    op a RAMP block of its split count at ``degree`` (e.g. an :class:`Offer`'s, or one built from
+    :meth:`~pacopt.cluster.topology.RampCluster.blocks`). The simulator checks that it is valid
+    and free now and raises :class:`~pacopt.cluster.placers.InvalidPlacement` if not; it never
+    falls back to the placer."""
+
+    degree: int
+    placement: Placement
 
 
 def reference_degrees(table: JobTable, limit: int | None = None) -> tuple[int, ...]:
@@ -139,20 +204,22 @@ def single_degree(table: JobTable, *, budget: int | None = None,
 
 
 def min_feasible(decision: Decision) -> int:
-    """The smallest degree placeable now whose JCT meets the deadline; 0 if none does."""
+    """The smallest degree placeable now whose JCT meets the deadline and ends by the horizon
+    (:attr:`Decision.limit_ms`); 0 if none does."""
     # jct_ms is inf where not placeable, so one comparison covers both conditions
-    ok = np.flatnonzero(decision.options().jct_ms <= decision.deadline_ms)
+    ok = np.flatnonzero(decision.options().jct_ms <= decision.limit_ms)
     return int(ok[0]) if len(ok) else 0
 
 
 class Policy(Protocol):
-    """An online policy. ``reset`` is called once per episode with the episode's seed."""
+    """An online policy. ``reset`` is called once per episode with the episode's seed;
+    ``choose`` returns a degree (0 = reject; the placer places it) or a :class:`Placed`."""
 
     name: str
 
     def reset(self, seed: int | None) -> None: ...
 
-    def choose(self, decision: Decision) -> int: ...
+    def choose(self, decision: Decision) -> int | Placed: ...
 
 
 class _Deterministic:
@@ -193,7 +260,8 @@ class ParaMin(_Deterministic):
 
 
 class MinFeasible(_Deterministic):
-    """The smallest degree whose computed JCT, placed now, meets the deadline; else reject."""
+    """The smallest degree whose computed JCT, placed now, meets the deadline (and ends by the
+    horizon); else reject."""
 
     name = "min-feasible"
 
@@ -221,12 +289,13 @@ HEURISTICS = {cls.name: cls for cls in (Sequential, ParaMax, ParaMin, RandomDegr
 
 
 def _in_time(decision: Decision, degree: int) -> bool:
-    """``degree`` can be placed now and its JCT meets the deadline."""
-    return degree <= decision.max_degree and decision.options().jct_ms[degree] <= decision.deadline_ms
+    """``degree`` can be placed now and its JCT meets the deadline and ends by the horizon."""
+    return degree <= decision.max_degree and decision.options().jct_ms[degree] <= decision.limit_ms
 
 
 class FixedDegree(_Deterministic):
-    """Degree K when first-fit can place it now and its JCT meets the deadline; else reject."""
+    """Degree K when the placer can place it now and its JCT meets the deadline (and ends by the
+    horizon); else reject."""
 
     def __init__(self, degree: int) -> None:
         self.degree = degree
@@ -237,8 +306,8 @@ class FixedDegree(_Deterministic):
 
 
 class FixedOrMin(_Deterministic):
-    """Degree K when it can be placed now and meets the deadline; else the min-feasible degree
-    (else reject)."""
+    """Degree K when it can be placed now and meets the deadline (and ends by the horizon); else
+    the min-feasible degree (else reject)."""
 
     def __init__(self, degree: int) -> None:
         self.degree = degree
@@ -254,7 +323,9 @@ TUNED_PATH = Path(__file__).resolve().parents[1] / "data" / "tuned.json"
 
 @lru_cache(maxsize=None)
 def load_tuned(path: Path = TUNED_PATH) -> dict:
-    """The tuned choices: ``{"presets": {preset: {dist: {"choice": name, "blocking": {...}}}}}``."""
+    """The tuned choices: ``{"presets": {preset: {dist: {"choice": name, "blocking": {...}}}},
+    "placers": {placer: {preset: {dist: ...}}}}``; ``presets`` holds first-fit's, ``placers``
+    every other placer's (tuned under that placer)."""
     try:
         data = json.loads(Path(path).read_text())
         data["presets"]["ddls"]["A"]["choice"]
@@ -264,11 +335,27 @@ def load_tuned(path: Path = TUNED_PATH) -> dict:
     return data
 
 
-def tuned_choice(distribution: str, preset: str = "ddls") -> str:
+def tuned_tables(placer: str = "first-fit") -> dict:
+    """The tuned choices under ``placer``, per preset (``{}`` where it was not tuned)."""
+    data = load_tuned()
+    if placer == "first-fit":
+        return data["presets"]
+    return data.get("placers", {}).get(placer, {})
+
+
+def tuned_basis(preset: str, placer: str = "first-fit") -> tuple[str, str]:
+    """The (preset, placer) whose tuning ``tuned`` uses for ``(preset, placer)``: itself when
+    tuned, else first-fit's under the same preset, else ``ddls`` first-fit's."""
+    if preset in tuned_tables(placer):
+        return preset, placer
+    return (preset if preset in tuned_tables() else "ddls"), "first-fit"
+
+
+def tuned_choice(distribution: str, preset: str = "ddls", placer: str = "first-fit") -> str:
     """The policy ``tuned`` plays for one of the paper's beta distributions (A-D) under
-    ``preset`` (the ``ddls`` choice where ``preset`` was not tuned)."""
-    presets = load_tuned()["presets"]
-    table = presets.get(preset, presets["ddls"])
+    ``preset`` and ``placer`` (see :func:`tuned_basis` where that pair was not tuned)."""
+    preset, placer = tuned_basis(preset, placer)
+    table = tuned_tables(placer)[preset]
     if distribution not in table:
         raise InputError(f"tuned: no choice for beta distribution '{distribution}'; "
                          f"known: {', '.join(table)}")
@@ -304,16 +391,20 @@ def instance_distribution(instance: Instance | None) -> str | None:
 
 class Tuned:
     """The best fixed:K, fixed-or-min:K or heuristic for the instance's beta distribution, chosen
-    on the tuning seeds only (pacopt/data/tuned.json); its name records the choice."""
+    on the tuning seeds only, per preset and placer (pacopt/data/tuned.json); its name records
+    the choice."""
 
     def __init__(self, instance: Instance | None = None) -> None:
         preset = instance.model.preset if instance is not None else "ddls"
+        placer = instance.model.placement if instance is not None else "first-fit"
         # a paper workload's own distribution; otherwise the closest; without jobs, A
         self.distribution = instance_distribution(instance) or "A"
-        self.tuned_preset = preset if preset in load_tuned()["presets"] else "ddls"
-        self.choice = tuned_choice(self.distribution, self.tuned_preset)
+        self.tuned_preset, self.tuned_placer = tuned_basis(preset, placer)
+        self.choice = tuned_choice(self.distribution, self.tuned_preset, self.tuned_placer)
         self.inner = make_policy(self.choice, instance)
         basis = "" if self.tuned_preset == preset else f", {self.tuned_preset} tuning"
+        if self.tuned_placer != placer:
+            basis += f", {self.tuned_placer} tuning"
         self.name = f"tuned({self.choice}, {self.distribution}{basis})"
 
     def reset(self, seed: int | None) -> None:

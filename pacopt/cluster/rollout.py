@@ -17,7 +17,6 @@ on average (ties go to the base policy's own choice). Which arrivals the forks p
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -29,6 +28,7 @@ from pacopt.cluster.policies import Policy
 from pacopt.cluster.simulator import OnlineEpisode
 from pacopt.cluster.solution import Solution
 from pacopt.cluster.workload import JobSpec
+from pacopt.infra.interrupt import out_of_time
 
 #: Sampled-future defaults: streams per decision, and arrivals each fork plays. A shorter
 #: horizon favours greedy choices and loses to ``tuned`` (``docs/experiments.md``, Warm starts).
@@ -112,7 +112,7 @@ def play_rollout(instance: Instance, rollout: Rollout, *, model: JctModel | None
     rollout.base.reset(0)
     episode = OnlineEpisode(instance, model)
     while not episode.done:
-        late = deadline is not None and time.perf_counter() >= deadline
+        late = out_of_time(deadline)  # the deadline, or Ctrl-C
         episode.decide(int(rollout.base.choose(episode.decision)) if late
                        else rollout.choose(episode))
     return episode.solution(rollout.name, seed=0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from pacopt.cluster.placers import check_placer
 from pacopt.infra.errors import InputError
 
 PRESETS = ("ddls", "physical")
@@ -19,12 +20,16 @@ class ModelSettings:
     ``physical`` converts units and uses each transceiver's own rate, and times the actual placement.
     ``quantum_ms``: the minimum op run time; an op of forward time c is split at most into the
     smallest even number >= ceil(c / quantum) pieces.
+    ``placement``: the online simulator's placer (:mod:`pacopt.cluster.placers`): ``first-fit``
+    (the reference's), ``best-fit`` or ``compact`` (``physical`` only). Offline methods choose
+    every footprint themselves and ignore it.
     """
 
     preset: str = "ddls"
     max_partitions_per_op: int = 16
     quantum_ms: float = 0.01
     training_steps: int = 50
+    placement: str = "first-fit"
 
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:
@@ -36,6 +41,7 @@ class ModelSettings:
         if not (isinstance(self.quantum_ms, (int, float)) and math.isfinite(self.quantum_ms)
                 and self.quantum_ms > 0):
             raise InputError(f"model.quantum_ms must be a number > 0, got {self.quantum_ms!r}")
+        check_placer(self.placement, self.preset)
 
     @property
     def comm_scale(self) -> float:

@@ -1,9 +1,15 @@
-"""The online simulator: jobs arrive, a policy picks each one's degree, first-fit places it on the
-live cluster, and it runs to completion on its own workers.
+"""The online simulator: jobs arrive, a policy picks each one's degree, the placer places it on
+the live cluster, and it runs to completion on its own workers.
+
+The placer is the instance's ``model.placement`` (:mod:`pacopt.cluster.placers`: ``first-fit``,
+the reference's and the default, ``best-fit`` or ``compact``). A policy may instead return a
+degree and a placement together (:class:`~pacopt.cluster.policies.Placed`); the simulator checks
+that every block is a valid RAMP block of its op's count and free now, and raises
+:class:`~pacopt.cluster.placers.InvalidPlacement` for the policy's author otherwise.
 
 Event order at an arrival: every job finishing by then (within 1e-7 ms, as the reference) frees
 its workers first; then the arriving job is decided. A decided job is blocked with a reason:
-``rejected`` (degree 0), ``no_placement`` (first-fit found no room now), ``deadline`` (its JCT
+``rejected`` (degree 0), ``no_placement`` (the placer found no room now), ``deadline`` (its JCT
 exceeds beta x its sequential JCT, strictly), or ``horizon`` (it arrives at or after the horizon,
 or would still be running there; such a job still holds its workers until the horizon, as in the
 reference).
@@ -20,13 +26,14 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from tqdm.auto import tqdm
-
 from pacopt.cluster.episode_stats import episode_metrics
 from pacopt.cluster.jct import JctModel
-from pacopt.cluster.policies import Decision, Policy
+from pacopt.cluster.placers import InvalidPlacement, check_explicit
+from pacopt.cluster.policies import Decision, Placed, Policy
 from pacopt.cluster.solution import JobRecord, Solution
 from pacopt.cluster.state import EPS_MS, ClusterState
+from pacopt.infra.interrupt import stop_requested
+from pacopt.infra.progress import tqdm
 
 if TYPE_CHECKING:
     from pacopt.cluster.instance import Instance
@@ -44,6 +51,7 @@ class OnlineEpisode:
     def __init__(self, instance: Instance, model: JctModel | None = None, progress: bool = False):
         self.instance = instance
         self.model = model or JctModel(instance.cluster, instance.model)
+        self.placer = instance.model.placement
         self.state = ClusterState(instance.cluster)
         self.tables = {name: self.model.table(graph, progress)
                        for name, graph in instance.graphs.items()}
@@ -64,6 +72,9 @@ class OnlineEpisode:
             index = len(self.records)
             job = instance.jobs[index]
             table = self.tables[job.graph]
+            scale = instance.work_scale(job)
+            if scale != 1.0:  # a job with its own amount of work (a trace job)
+                table = self.model.job_table(table.graph, scale)
             record = JobRecord(id=job.id, graph=job.graph, arrival_ms=job.arrival_ms,
                                max_jct_fraction=job.max_jct_fraction,
                                deadline_ms=job.max_jct_fraction * table.seq_jct_ms, accepted=False)
@@ -78,7 +89,8 @@ class OnlineEpisode:
                                      graph=instance.graphs[job.graph],
                                      max_jct_fraction=job.max_jct_fraction,
                                      deadline_ms=record.deadline_ms, table=table, state=self.state,
-                                     model=self.model, horizon_ms=horizon)
+                                     model=self.model, horizon_ms=horizon, placer=self.placer,
+                                     requested_degree=job.requested_degree)
             return
 
     def fork(self) -> OnlineEpisode:
@@ -94,24 +106,40 @@ class OnlineEpisode:
             fork.decision = replace(self.decision, state=fork.state)
         return fork
 
-    def decide(self, degree: int) -> JobRecord:
-        """Apply ``degree`` (0 = reject) to the waiting job; returns its record."""
+    def decide(self, choice: int | Placed) -> JobRecord:
+        """Apply ``choice`` to the waiting job: a degree (0 = reject), placed by the placer, or
+        a :class:`~pacopt.cluster.policies.Placed` (degree and placement, checked: see the
+        module doc). Returns the job's record."""
         decision = self.decision
         if decision is None:
             raise RuntimeError("the episode is over: no job is waiting for a decision")
         table = decision.table
-        if not 0 <= degree <= table.max_degree:
+        explicit = isinstance(choice, Placed)
+        degree = int(choice.degree if explicit else choice)
+        low = 1 if explicit else 0  # a placement comes with a degree; reject is 0
+        if not low <= degree <= table.max_degree:
             raise ValueError(f"degree {degree} for job '{decision.job_id}' must be in "
-                             f"0..{table.max_degree}")
+                             f"{low}..{table.max_degree}")
+        if explicit:
+            try:
+                check_explicit(decision.graph, table.counts[degree], choice.placement,
+                               self.instance.cluster, self.state.occupied,
+                               lambda s: self.instance.jobs[int(self.state.owner[s])].id)
+            except InvalidPlacement as err:
+                raise InvalidPlacement(
+                    f"job '{decision.job_id}' at degree {degree}: {err}") from None
+            placement = choice.placement
+        else:
+            placement = decision.placement(degree) if degree else None
         record = self.records[decision.job_index]
         record.degree = degree
-        placement = decision.placement(degree) if degree else None
         if degree == 0:
             record.reason = "rejected"
         elif placement is None:
             record.reason = "no_placement"
         else:
-            timing = self.model.timing(decision.graph, table.counts[degree], placement)
+            timing = self.model.timing(decision.graph, table.counts[degree], placement,
+                                       table.work_scale)
             if timing.jct_ms > record.deadline_ms:
                 record.reason = "deadline"
             else:
@@ -138,7 +166,8 @@ class OnlineEpisode:
         if not self.done:
             raise RuntimeError("the episode still has jobs to decide")
         solution = Solution(method=method, preset=self.instance.model.preset, status="heuristic",
-                            jobs=self.records, instance=self.instance.source, seed=seed)
+                            jobs=self.records, instance=self.instance.source, seed=seed,
+                            placement=self.placer)
         solution.metrics = episode_metrics(self.instance, solution)
         return solution
 
@@ -147,7 +176,9 @@ def simulate(instance: Instance, policy: Policy, *, seed: int | None = None,
              model: JctModel | None = None, progress: bool = False) -> Solution:
     """Run ``policy`` online over ``instance`` and return its (unvalidated) solution.
 
-    ``model`` lets callers share one :class:`JctModel` (and its caches) across episodes.
+    ``model`` lets callers share one :class:`JctModel` (and its caches) across episodes. Once a
+    stop is requested (Ctrl-C; :mod:`pacopt.infra.interrupt`) every job still to come is
+    rejected: the jobs decided so far stand, and the episode ends at once, complete and valid.
     """
     started = time.perf_counter()
     episode = OnlineEpisode(instance, model, progress)
@@ -156,7 +187,8 @@ def simulate(instance: Instance, policy: Policy, *, seed: int | None = None,
     with tqdm(total=len(instance.jobs), desc=policy.name, unit="job", leave=False,
               disable=None if progress else True) as bar:
         while not episode.done:
-            episode.decide(int(policy.choose(episode.decision)))
+            choice = 0 if stop_requested() else policy.choose(episode.decision)
+            episode.decide(choice if isinstance(choice, Placed) else int(choice))
             bar.update(len(episode.records) - (0 if episode.done else 1) - bar.n)
     solution = episode.solution(policy.name, seed)
     solution.solve_seconds = time.perf_counter() - started

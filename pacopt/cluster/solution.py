@@ -4,7 +4,9 @@ A :class:`Solution` lists one :class:`JobRecord` per arrived job. Accepted jobs 
 their footprint (``workers``, names ``c-r-s``) and ``blocks``: one block label per forward op
 (e.g. ``0-0-0:4x4x1``), from which anyone can re-derive the placement and so the JCT. Blocked jobs
 carry a ``reason``: ``rejected`` (the method chose degree 0), ``no_placement``, ``deadline`` or
-``horizon``.
+``horizon``. ``placement`` records where the jobs' footprints came from: the online simulator's
+placer (``first-fit``, ``best-fit``, ``compact``), or ``offline`` for the methods that choose
+every footprint themselves.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class Solution:
     status: str
     jobs: list[JobRecord]
     instance: str | None = None
+    placement: str | None = None  # the placer (online) or "offline"; None: not recorded
     bound_accepted: int | None = None
     gap: float | None = None
     solve_seconds: float = 0.0
@@ -80,7 +83,7 @@ class Solution:
     def to_dict(self) -> dict:
         """The JSON result: summary keys first, then metrics, then the per-job records."""
         return {"instance": self.instance, "method": self.method, "preset": self.preset,
-                "status": self.status, "accepted": self.accepted, "arrived": self.arrived,
+                "placement": self.placement, "status": self.status, "accepted": self.accepted, "arrived": self.arrived,
                 "blocking_rate": self.blocking_rate, "bound_accepted": self.bound_accepted,
                 "gap": self.gap, "solve_seconds": self.solve_seconds, "validated": self.validated,
                 "seed": self.seed, "interrupted": self.interrupted, "time_limit": self.time_limit,
@@ -88,7 +91,14 @@ class Solution:
                 "jobs": [asdict(job) for job in self.jobs]}
 
     def dumps(self) -> str:
-        return json.dumps(_finite(self.to_dict()), indent=1)
+        """The result JSON: the summary and metrics indented, then one line per job (compact:
+        a long episode's file is a quarter smaller than with every field indented, and can be
+        read job by job, ``grep`` included)."""
+        data = _finite(self.to_dict())
+        jobs = data.pop("jobs")
+        head = json.dumps(data, indent=1)[:-2]  # without its closing "\n}"
+        body = ",\n".join("  " + json.dumps(job, separators=(",", ":")) for job in jobs)
+        return f'{head},\n "jobs": [\n{body}\n ]\n}}' if jobs else f'{head},\n "jobs": []\n}}'
 
     def save(self, path: str | Path) -> None:
         """Write the result JSON atomically (a partial file is never left behind); InputError
@@ -132,6 +142,7 @@ _NUMBER, _INT, _TEXT, _FLAG = "a number", "an integer", "a string", "true or fal
 #: field -> (kind, may be null, required); the result format of ``docs/formats.md``.
 _SOLUTION_TYPES = {
     "method": (_TEXT, False, True), "preset": (_TEXT, False, True),
+    "placement": (_TEXT, True, False),
     "status": (_TEXT, False, True), "jobs": ("a list", False, True),
     "instance": (_TEXT, True, False), "bound_accepted": (_INT, True, False),
     "gap": (_NUMBER, True, False), "solve_seconds": (_NUMBER, False, False),

@@ -119,12 +119,23 @@ def paper(name: str) -> DiscreteDistribution:
 # ----- jobs ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class JobSpec:
-    """One job of an instance: which graph, when it arrives (ms) and its beta in (0, 1]."""
+    """One job of an instance: which graph, when it arrives (ms) and its beta in (0, 1].
+
+    Two optional fields come from replayed traces (:mod:`pacopt.cluster.trace`):
+    ``training_steps``, the job's own amount of work in training steps (None: the model's
+    ``training_steps``; it may be fractional, being a trace duration divided by a step time),
+    which scales every JCT of the job and its deadline alike; and ``requested_degree``, the
+    degree the job's user asked for (the trace's GPUs), which ``as-requested`` plays. A trace
+    job whose deadline is looser than its sequential JCT keeps its beta above 1: clamped to 1,
+    the strict deadline test would reject degree 1 by a rounding error on most graphs.
+    """
 
     id: str
     graph: str
     arrival_ms: float
     max_jct_fraction: float
+    training_steps: float | None = None
+    requested_degree: int | None = None
 
 
 def require_graph(name: str, known: Iterable[str], where: str) -> None:

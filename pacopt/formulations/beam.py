@@ -35,6 +35,7 @@ import numpy as np
 
 from pacopt.cluster.state import EPS_MS
 from pacopt.formulations.best_fit import BestFit
+from pacopt.infra.interrupt import out_of_time
 
 FUTURE_WEIGHT = 0.5  # jobs' worth of value per job's worth of worker-time held into the future
 FIRST_WIDTH = 50  # the first beam's width; each next one is twice as wide
@@ -99,7 +100,8 @@ def beam_search(rule: BestFit, *, width: int = FIRST_WIDTH,
     started = time.perf_counter()
     best, _ = _beam(rule, width, worth, None)
     took = time.perf_counter() - started
-    while deadline is not None and time.perf_counter() + WIDENING_COST * took < deadline:
+    while (deadline is not None and not out_of_time(deadline)
+           and time.perf_counter() + WIDENING_COST * took < deadline):
         width *= 2
         started = time.perf_counter()
         choice, finished = _beam(rule, width, worth, deadline)
@@ -121,7 +123,7 @@ def _beam(rule: BestFit, width: int, worth: float,
     beam = [_State(0, 0, (), 0.0, 0, None)]
     for j, job in enumerate(jobs):
         now = job.arrival_ms
-        if deadline is not None and time.perf_counter() >= deadline:
+        if out_of_time(deadline):  # the deadline, or Ctrl-C (even for the first beam)
             state = max(beam, key=lambda s: _value(s, now, worth))
             running = [(end, k) for end, _, _, k in state.running]
             heapq.heapify(running)

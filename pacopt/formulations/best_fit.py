@@ -1,14 +1,18 @@
 """Offline constructive heuristics: a degree rule that places each job on its best-fitting
 footprint, and a hindsight rollout over it. The exact search's strongest cheap warm starts.
 
-Online, a job goes where first-fit puts it (the reference's placer). Offline, the exact models
-may give a job any of its candidate footprints (:mod:`pacopt.formulations.offline`), and where it
-goes matters as much as its degree: RAMP's blocks nest like a buddy allocator's (on 4x4x2 a
-4x4x1 half holds two 4x2x1 blocks of 8, each two 2x2x1 blocks of 4, ...), and first-fit breaks
-the large ones up early. :class:`BestFit` decides the jobs in arrival order by a
-``fixed-or-min:K`` rule over the footprints free at each arrival (K if one of degree K is free,
-else the smallest degree that has one, else reject) and puts each job on the free footprint of
-its degree that leaves the most free blocks, large sizes weighted most (:data:`WEIGHTS`).
+Offline, the exact models may give a job any of its candidate footprints
+(:mod:`pacopt.formulations.offline`), and where it goes matters as much as its degree: RAMP's
+blocks nest like a buddy allocator's (on 4x4x2 a 4x4x1 half holds two 4x2x1 blocks of 8, each two
+2x2x1 blocks of 4, ...), and first-fit breaks the large ones up early. :class:`BestFit` decides
+the jobs in arrival order by a ``fixed-or-min:K`` rule over the footprints free at each arrival
+(K if one of degree K is free, else the smallest degree that has one, else reject) and puts each
+job on the free footprint of its degree that leaves the most free blocks, large sizes weighted
+most. The score is the online best-fit placer's (:class:`~pacopt.cluster.placers.FreeBlockScore`,
+:data:`~pacopt.cluster.placers.WEIGHTS`): this rule is the online ``fixed-or-min:K`` under
+``--placement best-fit``, played on the offline problem's options (which leave out footprints
+that miss the deadline or end past the horizon, as the online rule's degrees do), and both give
+the same choices job for job.
 
 :func:`rollout_best_fit` improves on a rule by hindsight (every arrival is known offline): at
 each arrival it tries every degree with a free footprint, and reject, by letting the rule play
@@ -22,16 +26,14 @@ What best fit gains over first-fit on the paper workload, and what the rollout a
 from __future__ import annotations
 
 import heapq
-import time
 
 import numpy as np
 
+from pacopt.cluster.placers import WEIGHTS, as_mask, free_block_score, mask_array
 from pacopt.cluster.state import EPS_MS
 from pacopt.formulations.offline import OfflineProblem
+from pacopt.infra.interrupt import out_of_time
 
-#: Weight of each block size's share of free blocks in a placement's score: the large sizes,
-#: which the strict jobs need, first.
-WEIGHTS = {16: 8.0, 9: 4.0, 8: 4.0, 6: 2.0, 4: 1.0, 3: 0.5, 2: 0.25}
 #: Arrivals each rollout play covers after the job it decides.
 ROLLOUT_HORIZON = 50
 
@@ -48,33 +50,28 @@ class BestFit:
         self.problem = problem
         self.degree = degree
         self.name = f"best-fit fixed-or-min:{degree}"
-        cluster = problem.instance.cluster
-        small = cluster.num_servers <= 64
-        self.dtype, self.mask = (np.uint64, np.uint64) if small else (object, int)
-        blocks, block_weights = [], []
-        for m, weight in weights.items():
-            sized = cluster.blocks(m) if m <= cluster.num_servers else ()
-            blocks += [block.mask for block in sized]
-            block_weights += [weight / max(len(sized), 1)] * len(sized)
-        self.blocks = np.asarray(blocks, dtype=self.dtype)
-        self.block_weights = np.asarray(block_weights)
+        self.cluster = problem.instance.cluster
+        self.scorer = free_block_score(self.cluster, tuple(weights.items()))
         self._jobs: dict[int, tuple[np.ndarray, ...]] = {}
 
-    def options(self, job: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Job ``job``'s options (built once): indices, degrees, footprints, workers."""
+    def options(self, job: int) -> tuple[np.ndarray, ...]:
+        """Job ``job``'s options (built once): indices, degrees, footprints, workers, and the
+        blocks each footprint hits (:meth:`~pacopt.cluster.placers.FreeBlockScore.hits`)."""
         if job not in self._jobs:
             options = self.problem.options
             ks = self.problem.by_job[job]
+            masks = mask_array((options[k].mask for k in ks), self.cluster)
             self._jobs[job] = (np.asarray(ks, dtype=np.int64),
                                np.asarray([options[k].degree for k in ks], dtype=np.int64),
-                               np.asarray([options[k].mask for k in ks], dtype=self.dtype),
-                               np.asarray([options[k].workers for k in ks], dtype=np.int64))
+                               masks,
+                               np.asarray([options[k].workers for k in ks], dtype=np.int64),
+                               self.scorer.hits(masks))
         return self._jobs[job]
 
     def free(self, job: int, occupied: int) -> np.ndarray:
         """Which of the job's options are free under ``occupied``."""
         masks = self.options(job)[2]
-        return (masks & self.mask(occupied)) == 0
+        return (masks & as_mask(occupied, self.cluster)) == 0
 
     def rule(self, job: int, free: np.ndarray) -> int:
         """``fixed-or-min:K`` over the degrees with a free footprint (0: reject)."""
@@ -106,13 +103,10 @@ class BestFit:
         return list(zip(degrees[best].tolist(), index[best].tolist()))
 
     def _score(self, job: int, candidates: np.ndarray, occupied: int) -> np.ndarray:
-        """Weighted free blocks left by each of ``candidates`` (positions in the job's options),
-        less a hair per worker; rounded, so that equal scores are equal however the product
-        was summed (ties then go to the first option)."""
-        masks, workers = self.options(job)[2:]
-        after = masks[candidates] | self.mask(occupied)
-        clear = (self.blocks[None, :] & after[:, None]) == 0
-        return np.round(clear @ self.block_weights - 1e-6 * workers[candidates], 9)
+        """The best-fit score (:class:`~pacopt.cluster.placers.FreeBlockScore`) of each of
+        ``candidates`` (positions in the job's options) placed on top of ``occupied``."""
+        workers, hits = self.options(job)[3:]
+        return self.scorer.score(hits[candidates], workers[candidates], occupied)
 
     def play(self, first: int = 0, stop: int | None = None, occupied: int = 0,
              running: list[tuple[float, int]] | None = None,
@@ -159,7 +153,7 @@ def rollout_best_fit(rule: BestFit, horizon: int = ROLLOUT_HORIZON,
     options, jobs = problem.options, problem.instance.jobs
     occupied, running, chosen = 0, [], {}
     for j in range(len(jobs)):
-        if deadline is not None and time.perf_counter() >= deadline:
+        if out_of_time(deadline):  # the deadline, or Ctrl-C
             chosen.update(rule.play(j, occupied=occupied, running=running))
             break
         occupied = _release(running, occupied, jobs[j].arrival_ms, options)

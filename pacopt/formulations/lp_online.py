@@ -72,11 +72,13 @@ class LpOnline:
         """Forget the jobs seen and reseed the sampling and rounding."""
         self.rng = np.random.default_rng(seed)
         self.seen: list[tuple[str, float]] = []  # (graph, beta) of every arrival so far
+        self.scales: list[float] = []  # and its work scale (a trace job's own amount of work)
         self.arrivals: list[float] = []
 
     def choose(self, decision: Decision) -> int:
         job = self.instance.jobs[decision.job_index]
         self.seen.append((job.graph, job.max_jct_fraction))
+        self.scales.append(self.instance.work_scale(job))
         self.arrivals.append(job.arrival_ms)
         now = decision.state.now_ms
         options = self._arriving(decision, now)
@@ -120,19 +122,20 @@ class LpOnline:
         for s in range(self.samples):
             for i in range(self.lookahead):
                 graph_name, beta = self.seen[draws[s, i]]
+                scale = self.scales[draws[s, i]]
                 graph = instance.graphs[graph_name]
                 table = model.table(graph)
                 start = now + (i + 1) * gap
                 if instance.horizon_ms is not None and start >= instance.horizon_ms:
                     continue
-                deadline = beta * table.seq_jct_ms
+                deadline = beta * table.seq_jct_ms  # in the graph's times: both scale alike
                 candidates = [
                     Option(job=1 + s * self.lookahead + i, degree=d, placement=placement,
-                           jct_ms=jct, comm_overhead_ms=comm, start_ms=start)
+                           jct_ms=jct * scale, comm_overhead_ms=comm * scale, start_ms=start)
                     for d in range(1, table.max_degree + 1) if table.placed[d]
                     for placement, jct, comm in self._pattern(graph, table, d, model)
                     if jct <= deadline and (instance.horizon_ms is None
-                                            or start + jct <= instance.horizon_ms + EPS_MS)]
+                                            or start + jct * scale <= instance.horizon_ms + EPS_MS)]
                 if not candidates:
                     continue
                 free = running.free(start, np.array([o.end_ms for o in candidates]),

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 from scipy.sparse import csc_array
-from tqdm.auto import tqdm
 
 from pacopt.cluster.episode_stats import episode_metrics
 from pacopt.cluster.instance import Instance
@@ -47,6 +46,7 @@ from pacopt.formulations.offline import (
     to_solution,
 )
 from pacopt.infra.interrupt import stop_requested
+from pacopt.infra.progress import tqdm
 from pacopt.infra.quiet import c_stdout_silenced
 
 #: Weight of the worker-time tie-break in the LP objective (the bound loses at most this share).

@@ -17,7 +17,9 @@ result is a feasible offline solution with the same accepted jobs, so the offlin
 least the online count. Jobs an online policy runs past the horizon count as blocked there, and
 the offline model simply rejects them. In the ``physical`` preset the JCT depends on the
 placement, and an option's JCT is that of its compact placement. The bound then holds against
-policies that place compactly; a spread-out first-fit placement can time differently.
+policies that place compactly, among them every policy under the ``best-fit`` and ``compact``
+placers, whose placements *are* these options (:mod:`pacopt.cluster.placers`); a spread-out
+first-fit placement can time differently.
 
 **Conflicts.** Intervals on a line conflict exactly when one contains the other's start. So it is
 enough to check each arrival instant, and only the maximal ones: an instant where nothing ends
@@ -35,9 +37,11 @@ from functools import cached_property
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.jct import JctModel
 from pacopt.cluster.placement import Placement
+from pacopt.cluster.placers import footprint_placements, footprints  # noqa: F401 (re-exported)
+from pacopt.cluster.sizes import option_budget, options_too_many
 from pacopt.cluster.solution import JobRecord, Solution
 from pacopt.cluster.state import EPS_MS
-from pacopt.cluster.topology import Block, RampCluster
+from pacopt.cluster.topology import RampCluster
 
 #: How backends report: ``progress(seconds, incumbent accepted, bound on accepted)``, either of
 #: the last two ``None`` when unknown.
@@ -106,36 +110,6 @@ class OfflineProblem:
         return out
 
 
-def footprints(counts: tuple[int, ...], cluster: RampCluster) -> list[dict[int, Block]]:
-    """Inclusion-minimal choices of one block per distinct split count (largest first).
-
-    Returns, per footprint, the block chosen for each count. A block that fits inside what is
-    already chosen adds nothing, and any other choice would only give a superset, so it is the only
-    branch taken; supersets of another partial union are pruned at every stage.
-    """
-    partial: list[tuple[dict[int, Block], int]] = [({}, 0)]
-    for m in sorted(set(counts), reverse=True):
-        grown: dict[int, tuple[dict[int, Block], int]] = {}
-        for chosen, mask in partial:
-            blocks = cluster.blocks(m)
-            inside = next((b for b in blocks if b.mask & ~mask == 0), None)
-            for block in [inside] if inside else blocks:
-                union = mask | block.mask
-                grown.setdefault(union, ({**chosen, m: block}, union))
-        partial = _minimal(list(grown.values()))
-    return [chosen for chosen, _ in partial] if partial != [({}, 0)] else []
-
-
-def _minimal(items: list[tuple[dict, int]]) -> list[tuple[dict, int]]:
-    """Drop every entry whose mask strictly contains another entry's mask."""
-    items.sort(key=lambda item: item[1].bit_count())
-    kept: list[tuple[dict, int]] = []
-    for item in items:
-        if not any(k[1] & ~item[1] == 0 and k[1] != item[1] for k in kept):
-            kept.append(item)
-    return kept
-
-
 def restrict(problem: OfflineProblem, jobs: set[int], required: set[int] = frozenset(),
              fixed: dict[int, int] | None = None) -> tuple[OfflineProblem, list[int]]:
     """The problem with only the options of ``jobs`` (job indices unchanged; those in
@@ -159,14 +133,19 @@ def restrict(problem: OfflineProblem, jobs: set[int], required: set[int] = froze
 
 
 def build_problem(instance: Instance, model: JctModel | None = None) -> OfflineProblem:
-    """Enumerate every job's options (deadline and horizon met) and the conflict rows."""
+    """Enumerate every job's options (deadline and horizon met) and the conflict rows; an
+    :class:`~pacopt.infra.errors.InputError` when they would not fit in the memory available
+    (:func:`~pacopt.cluster.sizes.option_budget`)."""
     model = model or JctModel(instance.cluster, instance.model)
     cluster, horizon = instance.cluster, instance.horizon_ms
     patterns: dict[tuple[str, int], list[tuple[Placement, float, float]]] = {}
     options: list[Option] = []
     by_job: list[list[int]] = []
     late: set[int] = set()
+    budget = option_budget()  # what the memory available now takes (pacopt.cluster.sizes)
     for j, job in enumerate(instance.jobs):
+        if len(options) > budget:
+            raise options_too_many(len(options), j, len(instance.jobs))
         by_job.append([])
         if horizon is not None and job.arrival_ms >= horizon:
             late.add(j)
@@ -174,12 +153,15 @@ def build_problem(instance: Instance, model: JctModel | None = None) -> OfflineP
         graph = instance.graphs[job.graph]
         table = model.table(graph)
         deadline = instance.deadline_ms(job)
+        scale = instance.work_scale(job)  # a trace job's own amount of work scales its times
         for d in range(1, table.max_degree + 1):
             if not table.placed[d]:
                 continue
             if (job.graph, d) not in patterns:
                 patterns[job.graph, d] = pattern_options(graph, table.counts[d], model, cluster)
             for placement, jct, comm in patterns[job.graph, d]:
+                if scale != 1.0:  # as JctModel.timing scales them
+                    jct, comm = jct * scale, comm * scale
                 if jct > deadline or (horizon is not None and job.arrival_ms + jct > horizon + EPS_MS):
                     continue
                 by_job[j].append(len(options))
@@ -190,12 +172,13 @@ def build_problem(instance: Instance, model: JctModel | None = None) -> OfflineP
 
 
 def pattern_options(graph, counts, model: JctModel, cluster: RampCluster):
+    """(placement, JCT, exposed communication) of every candidate footprint of ``graph`` at
+    per-op ``counts`` (:func:`~pacopt.cluster.placers.footprint_placements`, shared with the
+    online best-fit placer)."""
     out = []
-    for chosen in footprints(counts, cluster):
-        placement = Placement(tuple(chosen[m] for m in counts))
-        if all(used <= cluster.worker_memory for used in placement.memory_use(graph).values()):
-            timing = model.timing(graph, counts, placement)
-            out.append((placement, timing.jct_ms, timing.comm_overhead_ms))
+    for placement in footprint_placements(graph, counts, cluster):
+        timing = model.timing(graph, counts, placement)
+        out.append((placement, timing.jct_ms, timing.comm_overhead_ms))
     return out
 
 
@@ -273,8 +256,8 @@ def to_solution(problem: OfflineProblem, chosen: dict[int, int], *, method: str,
     accepted = len(chosen)
     gap = None if bound_accepted is None else (bound_accepted - accepted) / max(bound_accepted, 1)
     return Solution(method=method, preset=instance.model.preset, status=status, jobs=records,
-                    instance=instance.source, bound_accepted=bound_accepted, gap=gap,
-                    solve_seconds=solve_seconds)
+                    instance=instance.source, placement="offline",
+                    bound_accepted=bound_accepted, gap=gap, solve_seconds=solve_seconds)
 
 
 # ----- what every backend takes and returns, and the objective they share --------------------------

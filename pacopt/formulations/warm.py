@@ -24,7 +24,6 @@ above this layer and costs more), and keeps the best choice. What each accepts:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 
 from pacopt.cluster.instance import Instance
@@ -36,6 +35,7 @@ from pacopt.formulations.beam import beam_search
 from pacopt.formulations.best_fit import BestFit, rollout_best_fit
 from pacopt.formulations.offline import OfflineProblem, choice_value, greedy_choice
 from pacopt.infra.errors import InputError
+from pacopt.infra.interrupt import out_of_time
 
 
 def warm_start_from(problem: OfflineProblem, solution: Solution) -> dict[int, int]:
@@ -127,7 +127,7 @@ def best_warm_start(problem: OfflineProblem, policies: Iterable[Policy], *,
         return scored
 
     def late() -> bool:
-        return deadline is not None and time.perf_counter() >= deadline
+        return out_of_time(deadline)  # the deadline, or Ctrl-C
 
     if best_fit:
         rules = []
@@ -153,9 +153,8 @@ def best_warm_start(problem: OfflineProblem, policies: Iterable[Policy], *,
         improved = Rollout(base, ROLLOUT_HORIZON)
         offer(improved.name, warm_start_from(problem, play_rollout(
             problem.instance, improved, model=problem.model, deadline=deadline)))
-    for policy in extra:
-        if late():
-            break
+    extra = iter(extra)  # a generator may import heavy modules: pulled only when in time
+    while not late() and (policy := next(extra, None)) is not None:
         solution = simulate(problem.instance, policy, seed=0, model=problem.model)
         offer(policy.name, warm_start_from(problem, solution))
     return best

@@ -6,7 +6,7 @@ provisions its pipeline stages and prints the plan (the model:
 :mod:`pacopt.hetero.model`). Every plan goes through the validator
 (:func:`~pacopt.hetero.model.plan_problems`) before it is reported; an unreachable
 throughput is an ``infeasible`` result (exit 0), a plan that fails validation exits 1, bad input
-is one line and exit 2.
+is one line and exit 2, Ctrl-C prints the best plan so far and exits 130.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pacopt.hetero.model import (
 from pacopt.hetero.types import ResourceTypes
 from pacopt.infra.commandline import command_parser, run_command
 from pacopt.infra.errors import InputError
+from pacopt.infra.interrupt import EXIT_INTERRUPTED, stop_requested, stoppable
 
 #: Methods: name -> one-line description.
 HETERO_METHODS = {
@@ -119,13 +120,18 @@ def hetero_command(argv: list[str] | None) -> int:
         raise InputError(f"--time-limit: must be > 0, got {args.time_limit}")
     graph = resolve_graph(args.graph)
     types = load_types(args.types)
-    plan = solve_hetero(graph, types, throughput=args.throughput, deadline_ms=args.deadline_ms,
-                        training_steps=args.steps, method=args.method, time_limit=args.time_limit,
-                        threads=args.threads, checkpoint=args.checkpoint)
+    with stoppable():  # Ctrl-C: the exact methods stop with their best plan, kept and printed
+        plan = solve_hetero(graph, types, throughput=args.throughput,
+                            deadline_ms=args.deadline_ms, training_steps=args.steps,
+                            method=args.method, time_limit=args.time_limit,
+                            threads=args.threads, checkpoint=args.checkpoint)
+        plan.interrupted |= stop_requested()
     if args.json:
         print(json.dumps(plan.to_dict(), indent=1))
     else:
         _print_plan(plan, graph)
+    if plan.interrupted:
+        return EXIT_INTERRUPTED
     return 0 if plan.validated else 1
 
 
@@ -136,6 +142,8 @@ def _print_plan(plan: HeteroPlan, graph: JobGraph) -> None:
           f"(step budget {plan.step_budget_ms:.4g} ms)")
     if plan.note:
         print(f"  {plan.note}")
+    if plan.interrupted:
+        print("  interrupted: the best plan found so far")
     if not plan.stages:
         return
     print(f"  cost {plan.cost_per_hour:.2f} per hour, {plan.job_cost:.4f} per job; achieved "

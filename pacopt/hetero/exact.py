@@ -43,6 +43,7 @@ from pacopt.hetero.model import (
     least_replicas,
     plan_from_types,
 )
+from pacopt.infra.interrupt import run_stoppable, stop_requested
 from pacopt.infra.quiet import c_stdout_silenced
 
 EXACT_METHODS = ("dp", "milp", "cpsat")
@@ -293,7 +294,8 @@ def solve_hetero_milp(problem: HeteroProblem, time_limit: float | None = 60.0,
                     master.add(a + 1, b, int(k), j, float(inner[a, k, j]))
                 added += 1
         proven = not added
-        if proven or (time_limit is not None and time.perf_counter() - started > time_limit):
+        if proven or stop_requested() or (time_limit is not None
+                                          and time.perf_counter() - started > time_limit):
             break
     # Once proven, the restricted LP optimum is integral (the path matrix is totally unimodular
     # and HiGHS's simplex returns a vertex): the final binary master needs only its support.
@@ -301,18 +303,20 @@ def solve_hetero_milp(problem: HeteroProblem, time_limit: float | None = 60.0,
         list(range(len(master.columns)))
     chosen, objective = _integral_master(master, keep, None if proven else 0.0, threads)
     seconds = time.perf_counter() - started
+    interrupted = stop_requested()
     note = f"{rounds} column-generation rounds, {len(master.columns)} stage columns"
     if chosen is None:
         if proven:
             return infeasible_plan(problem, "milp", seconds, NO_PLAN)
         return HeteroPlan(graph=problem.graph.name, method="milp", status="error",
                           step_budget_ms=problem.step_budget_ms, seconds=seconds,
-                          note=f"no plan within the time limit ({note})")
+                          note=f"no plan within the time limit ({note})",
+                          interrupted=interrupted)
     labels = np.empty(n, dtype=np.int64)
     for a, b, k, _ in chosen:
         labels[a:b] = k
     plan = _finish(problem, labels, "milp", proven, objective if proven else None, seconds)
-    plan.note = note
+    plan.note, plan.interrupted = note, interrupted
     return plan
 
 
@@ -376,7 +380,8 @@ def solve_hetero_cpsat(problem: HeteroProblem, time_limit: float | None = 60.0,
     solver.parameters.num_workers = threads or 8
     if time_limit is not None:
         solver.parameters.max_time_in_seconds = max(0.01, time_limit - (time.perf_counter() - started))
-    status = solver.solve(model)
+    solver.parameters.catch_sigint_signal = False  # run_stoppable's handler stops the search
+    status, interrupted = run_stoppable(lambda: solver.solve(model), solver.stop_search)
     seconds = time.perf_counter() - started
     if status == cp_model.INFEASIBLE:
         return infeasible_plan(problem, "cpsat", seconds, NO_PLAN)
@@ -386,9 +391,12 @@ def solve_hetero_cpsat(problem: HeteroProblem, time_limit: float | None = 60.0,
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return HeteroPlan(graph=problem.graph.name, method="cpsat", status="error",
                           step_budget_ms=problem.step_budget_ms, seconds=seconds,
-                          note="no plan found within the time limit")
+                          note="no plan found within the time limit", interrupted=interrupted)
     values = [solver.value(v) for v in x]
-    return _finish(problem, _labels(y, values), "cpsat", status == cp_model.OPTIMAL, bound, seconds)
+    plan = _finish(problem, _labels(y, values), "cpsat", status == cp_model.OPTIMAL, bound,
+                   seconds)
+    plan.interrupted = interrupted
+    return plan
 
 
 def _finish(problem, labels, method, proven, bound, seconds) -> HeteroPlan:

@@ -204,6 +204,7 @@ class HeteroPlan:
     validated: bool = False
     times_from: str = ""
     note: str = ""
+    interrupted: bool = False  # Ctrl-C stopped the method: the plan is its best so far
 
     @property
     def steps_per_s(self) -> float | None:

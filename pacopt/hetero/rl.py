@@ -39,6 +39,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
 
 from pacopt.cluster.graph import JobGraph
 from pacopt.hetero.greedy import Walk
@@ -50,10 +51,13 @@ from pacopt.hetero.model import (
     plan_from_types,
 )
 from pacopt.hetero.types import EXAMPLE_TYPES, ResourceTypes, load_types
+from pacopt.infra.checkpoint import load_checked
 from pacopt.infra.errors import InputError
 
 #: The shipped checkpoint (trained on the bundled types) and its description.
 CHECKPOINT = EXAMPLE_TYPES.parent / "rl_policy.zip"
+#: The policy class a hetero checkpoint holds (sb3-contrib's maskable MLP actor-critic).
+HETERO_POLICY = "sb3_contrib.common.maskable.policies:MaskableActorCriticPolicy"
 #: Per-type and global observation features.
 TYPE_FEATURES, GLOBAL_FEATURES = 10, 5
 #: Reward on a dead end (in units of the fluid bound).
@@ -167,13 +171,19 @@ def load_policy(path: str | Path = CHECKPOINT):
     from sb3_contrib import MaskablePPO
 
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise InputError(f"RL checkpoint '{path}' not found; train one with "
                          "`python -m pacopt.hetero.rl --out FILE`")
-    try:
-        return MaskablePPO.load(path, device="cpu")
-    except Exception as err:  # sb3 raises many kinds on a bad zip; the user needs the path
-        raise InputError(f"RL checkpoint '{path}' cannot be loaded: {err}") from None
+    model = load_checked(path, lambda file: MaskablePPO.load(file, device="cpu"),
+                         "RL checkpoint", policy=HETERO_POLICY,
+                         kind="hetero scheduler checkpoint")
+    if not (isinstance(model.observation_space, spaces.Box)
+            and len(model.observation_space.shape) == 1
+            and isinstance(model.action_space, spaces.Discrete)):
+        raise InputError(f"RL checkpoint '{path}' is not a hetero scheduler (its spaces are "
+                         f"{type(model.observation_space).__name__} and "
+                         f"{type(model.action_space).__name__})")
+    return model
 
 
 def solve_rl(problem: HeteroProblem, model=None) -> HeteroPlan:
@@ -329,7 +339,8 @@ def train_hetero_policy(graphs: list[JobGraph], types: ResourceTypes, timesteps:
 def _progress_bar(total: int):
     """A tqdm bar over PPO's timesteps (sb3's own needs ``rich``, which pacopt does not use)."""
     from stable_baselines3.common.callbacks import BaseCallback
-    from tqdm.auto import tqdm
+
+    from pacopt.infra.progress import tqdm
 
     class Bar(BaseCallback):
         def _on_training_start(self) -> None:

@@ -25,7 +25,6 @@ times, so an op's time on a type is its A100 time divided by the type's ``speed_
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -142,16 +141,11 @@ def types_from_dict(data, source: str = "types") -> ResourceTypes:
 
 
 def load_types(path: str | Path) -> ResourceTypes:
-    """Read and check a types file."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as err:
-        raise InputError(f"cannot read types file '{path}': {err.strerror}") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"types file '{path}' is not valid JSON: line {err.lineno}: {err.msg}") \
-            from None
-    return types_from_dict(data, str(path))
+    """Read and check a types file (the checked JSON reader of instances: a regular file of at
+    most 256 MB, UTF-8, valid JSON, not nested too deeply; then the format)."""
+    from pacopt.cluster.instance import read_json_file
+
+    return types_from_dict(read_json_file(path, "types file"), str(path))
 
 
 # ----- per-type op times -----------------------------------------------------------------------------

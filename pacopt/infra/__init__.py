@@ -1,2 +1,3 @@
-"""Infrastructure every layer may use: the input error, Ctrl-C and stop flags, quiet native
-output, core counts and the command-line base. It imports nothing else of pacopt."""
+"""Infrastructure every layer may use: the input error and warnings, Ctrl-C and stop flags, quiet
+native output, core counts, safe writes, checked checkpoints, progress bars and the command-line
+base. It imports nothing else of pacopt."""

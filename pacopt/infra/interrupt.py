@@ -13,6 +13,14 @@ Ctrl-C raises KeyboardInterrupt, but never while a native solver is still runnin
 interpreter under a live C++ thread is what aborted the process ("terminate called without an
 active exception", exit 134). Then the second Ctrl-C ends the process at once with exit 130,
 without running C++ destructors, and says so.
+
+A command running as its own process (:func:`own_process`, set by
+:func:`pacopt.infra.commandline.run_command`) never shows a traceback for a Ctrl-C: the first one
+outside :func:`stoppable` (or the second inside) raises KeyboardInterrupt once, which the command
+turns into "interrupted" and exit 130 after keeping what is finished; every Ctrl-C after that,
+while it unwinds, saves, or shuts the interpreter down, ends the process at once with exit 130
+(:func:`quit_now`) instead of raising again inside a ``finally``, a finalizer or
+``signal.signal`` itself.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
@@ -35,6 +44,8 @@ _flag = threading.Event()
 _stops: list[Callable[[], None]] = []
 _depth = 0  # nesting of stoppable() blocks; the outermost one owns the handler and the flag
 _native = 0  # native solver calls running in helper threads
+_own_process = False  # a command's own process (own_process()): interrupts raise at most once
+_unwinding = False  # ... and one KeyboardInterrupt is already on its way up
 
 
 def stop_requested() -> bool:
@@ -69,13 +80,118 @@ def on_stop(stop: Callable[[], None]) -> Iterator[None]:
 
 def _handler(signum, frame) -> None:
     if not _flag.is_set():
-        _say("interrupted: stopping with the best solution so far (Ctrl-C again to quit)")
+        _say("interrupted: stopping, keeping the best so far (Ctrl-C again to quit)")
         request_stop()
     elif _native:
         _say("interrupted twice: quitting without a result")
         os._exit(EXIT_INTERRUPTED)  # no interpreter unwinding under a live solver thread
     else:
-        raise KeyboardInterrupt
+        raise_once()
+
+
+def raise_once() -> None:
+    """Raise KeyboardInterrupt; in a command's own process only once: when one is already
+    unwinding, end the process at once instead (:func:`quit_now`). The check and the mark run
+    with no call between them, so no second signal can slip in (CPython runs handlers only at
+    calls, function entries and backward jumps)."""
+    global _unwinding
+    if _own_process and _unwinding:
+        quit_now()
+    _unwinding = _own_process
+    raise KeyboardInterrupt
+
+
+def quit_now() -> None:
+    """End the process at once with exit 130 (after flushing what was printed), saying so."""
+    _say("interrupted again: quitting now")
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001,S110 -- a re-entrant flush: quitting matters more
+            pass
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _own_handler(signum, frame) -> None:
+    raise_once()
+
+
+def own_process() -> None:
+    """Mark this process as a command's own (module doc) and install its Ctrl-C handler (unless
+    SIGINT is ignored, as under ``nohup``)."""
+    global _own_process, _unwinding
+    _own_process, _unwinding = True, False
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, _own_handler)
+
+
+def own_process_done() -> None:
+    """The command has returned; all that is left is interpreter shutdown, where a
+    KeyboardInterrupt would land in a library's finalizer (torch's then aborts in C++,
+    "terminate called") and which resets Python's handlers to the default (a Ctrl-C there would
+    kill the process by the signal): Ctrl-C is ignored from now on. One landing inside this very
+    call finds the command done and ends the process at once (:func:`quit_now`)."""
+    global _unwinding
+    if _own_process:
+        _unwinding = True
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
+def children_ignore_interrupts() -> Iterator[None]:
+    """Processes started within the block never see Ctrl-C: SIGINT is ignored meanwhile, and an
+    ignored signal stays ignored in a child, across ``exec`` and Python's start-up (``spawn``
+    workers, a ``forkserver`` server, whose children restore what it started with, and ``fork``).
+    The parent then stops them itself (closing their pipes, :func:`follow_stop`), so a Ctrl-C
+    leaves no traceback of theirs. Wrap only the starts themselves (milliseconds): a Ctrl-C
+    pressed within the block is lost. Main thread only; elsewhere it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None
+                      else previous)
+
+
+def start_fork_server() -> None:
+    """Start multiprocessing's fork server now, ignoring Ctrl-C (:func:`children_ignore_interrupts`),
+    so that every process it forks later (say, stable-baselines3's ``SubprocVecEnv`` workers,
+    whose constructor then waits seconds for them) ignores Ctrl-C from its start. Does nothing
+    where there is no fork server, or when one is already running."""
+    try:
+        from multiprocessing import forkserver
+    except ImportError:
+        return
+    with children_ignore_interrupts():
+        try:
+            forkserver.ensure_running()
+        except (OSError, ValueError):  # no fork server here: the workers start another way
+            return
+
+
+def follow_stop(event) -> None:
+    """A pool worker's initializer (``initargs=(event,)``, a multiprocessing ``Event``): the
+    worker ignores Ctrl-C (its parent decides), and once the parent sets ``event``,
+    :func:`stop_requested` is true here too, so a task polling it ends early and the pool shuts
+    down without killing anyone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def relay() -> None:
+        event.wait()
+        request_stop()
+
+    threading.Thread(target=relay, name="follow-stop", daemon=True).start()
+
+
+def out_of_time(deadline: float | None) -> bool:
+    """Whether work with ``deadline`` (a ``time.perf_counter()`` value; None: none) must stop
+    now: the deadline has passed or a stop was requested (Ctrl-C). Every stage of a method
+    that checks its deadline this way honours Ctrl-C at the same points."""
+    return _flag.is_set() or (deadline is not None and time.perf_counter() >= deadline)
 
 
 def _say(line: str) -> None:

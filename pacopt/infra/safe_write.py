@@ -21,13 +21,52 @@ def check_replaceable(path: Path, what: str = "--out") -> None:
         raise InputError(f"{what} '{path}' exists and is not a regular file")
 
 
+def check_output_folder(path: str | Path, what: str = "--out") -> None:
+    """InputError unless the output folder ``path`` could be made and written: it is a folder (or
+    absent), and it (or its nearest existing parent) is writable. Creates nothing: a command
+    checks this before its expensive imports, and makes the folder only once work starts
+    (:func:`prepare_folder`)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{what} '{path}' exists and is not a folder")
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is None or not existing.is_dir():
+        raise InputError(f"{what} '{path}': '{existing}' is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):  # also EROFS, even for root
+        raise InputError(f"{what} '{path}': cannot write in '{existing}'")
+
+
+def prepare_folder(path: str | Path, what: str = "--out") -> bool:
+    """Create the output folder ``path`` (and its parents) if needed and check that a file can be
+    written in it (a real probe file: permission bits say nothing to root, and a read-only mount
+    is only found by writing); InputError naming ``what`` otherwise. Returns whether it was
+    created."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{what} '{path}' exists and is not a folder")
+    created = not path.exists()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix=".pacopt-probe-", dir=path)
+        os.close(handle)
+        os.unlink(name)
+    except OSError as err:
+        if created and path.is_dir() and not any(path.iterdir()):
+            path.rmdir()  # nothing half-made left behind
+        raise InputError(f"{what} '{path}': cannot write in this folder: {_reason(err)}") from None
+    return created
+
+
 def write_atomically(path: str | Path, content: str | Callable[[Path], None],
                      what: str = "--out") -> None:
     """Write ``content`` (a text, or a function that writes the file it is given) to ``path``
     through a unique temporary file beside it; see the module doc."""
     path = Path(path)
     check_replaceable(path, what)
-    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise InputError(f"cannot write '{path}': {_reason(err)}") from None
     os.close(handle)
     tmp = Path(name)
     try:
@@ -35,6 +74,8 @@ def write_atomically(path: str | Path, content: str | Callable[[Path], None],
             tmp.write_text(content)
         else:
             content(tmp)
+        with tmp.open("rb+") as written:  # on the disk before it replaces anything
+            os.fsync(written.fileno())
         if path.exists():  # keep the target's permissions, not mkstemp's 0600
             os.chmod(tmp, path.stat().st_mode & 0o7777)
         else:
@@ -42,11 +83,16 @@ def write_atomically(path: str | Path, content: str | Callable[[Path], None],
         tmp.replace(path)
     except OSError as err:
         tmp.unlink(missing_ok=True)
-        reason = "no space left on the device" if err.errno == errno.ENOSPC else err.strerror
-        raise InputError(f"cannot write '{path}': {reason}") from None
+        raise InputError(f"cannot write '{path}': {_reason(err)}") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _reason(err: OSError) -> str:
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no space left on the device"
+    return err.strerror or str(err)
 
 
 def _umask() -> int:

@@ -9,14 +9,15 @@ how it scored. The agent plays deterministically: the most likely degree under t
 
 from __future__ import annotations
 
-import zipfile
 from functools import lru_cache
 from pathlib import Path
 
 import torch
+from gymnasium import spaces
 
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.policies import Decision, instance_distribution
+from pacopt.infra.checkpoint import load_checked
 from pacopt.infra.errors import InputError
 from pacopt.learned.features import Observer
 from pacopt.learned.gnn import greedy_degree
@@ -40,19 +41,21 @@ def default_checkpoint(preset: str = "ddls", distribution: str | None = None) ->
 
 @lru_cache(maxsize=8)
 def load_checkpoint(path: str):
-    """Load a MaskablePPO checkpoint's policy (cached); a missing or corrupt file is an
-    :class:`InputError` naming it."""
+    """Load a MaskablePPO checkpoint's policy (cached). The file is checked first
+    (:func:`pacopt.infra.checkpoint.check_checkpoint`: a zip with sb3's members, sound CRCs, a
+    :class:`~pacopt.learned.gnn.DegreePolicy`), and its spaces after loading (a dict observation,
+    a discrete action); anything wrong is an :class:`InputError` naming the file."""
     from sb3_contrib import MaskablePPO
 
-    file = Path(path)
-    if not file.is_file():
-        raise InputError(f"checkpoint '{file}' not found")
-    try:
-        model = MaskablePPO.load(file, device="cpu")
-    except (zipfile.BadZipFile, KeyError, ValueError, RuntimeError, EOFError, OSError) as err:
-        raise InputError(f"checkpoint '{file}' is not a pacopt agent checkpoint: "
-                         f"{type(err).__name__}") from None
+    model = load_checked(path, lambda file: MaskablePPO.load(file, device="cpu"),
+                         "checkpoint", policy="pacopt.learned.gnn:DegreePolicy",
+                         kind="pacopt agent checkpoint")
     policy = model.policy
+    observation, action = policy.observation_space, policy.action_space
+    if not (isinstance(observation, spaces.Dict) and "actions" in observation.spaces
+            and isinstance(action, spaces.Discrete)):
+        raise InputError(f"checkpoint '{path}' is not a pacopt agent checkpoint: its spaces "
+                         f"are {type(observation).__name__} and {type(action).__name__}")
     policy.set_training_mode(False)
     return policy
 
@@ -101,6 +104,14 @@ class LearnedPolicy:
                 raise InputError(f"checkpoint '{self.checkpoint}' was trained for degrees "
                                  f"0..{expected[0] - 1}; this instance allows "
                                  f"0..{observer.num_actions - 1}")
+            mine = {k: v.shape for k, v in observer.observation_space().spaces.items()}
+            theirs = {k: v.shape for k, v in self.policy.observation_space.spaces.items()}
+            if mine != theirs:
+                differ = sorted(k for k in mine.keys() | theirs.keys()
+                                if mine.get(k) != theirs.get(k))
+                raise InputError(f"checkpoint '{self.checkpoint}' was trained on other "
+                                 f"observations than this instance gives (differing: "
+                                 f"{', '.join(differ[:4])}); train one for this cluster")
             self._observers[key] = observer
         return self._observers[key]
 

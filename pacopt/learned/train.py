@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import multiprocessing
 import time
 from collections import deque
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, wait
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -55,16 +56,25 @@ from stable_baselines3.common.callbacks import (
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
-from tqdm.auto import tqdm
 
 from pacopt.cluster.paper_workload import TRAIN_SEED_RANGE
 from pacopt.cluster.policies import make_policy, tuned_choice
 from pacopt.cluster.rollout import SAMPLED_FUTURES, SAMPLED_HORIZON, Rollout
+from pacopt.infra.checkpoint import load_checked
 from pacopt.infra.errors import InputError
+from pacopt.infra.interrupt import (
+    children_ignore_interrupts,
+    follow_stop,
+    start_fork_server,
+    stop_requested,
+    stoppable,
+)
+from pacopt.infra.progress import tqdm
+from pacopt.infra.safe_write import prepare_folder, write_atomically
 from pacopt.learned.agent import load_checkpoint
 from pacopt.learned.env import PartitionEnv, WorkloadFamily
 from pacopt.learned.gnn import DegreePolicy, greedy_degree
-from pacopt.learned.train_config import TrainConfig
+from pacopt.learned.train_config import TrainConfig, read_run_state
 
 #: The warm start's initial learning rate (decayed to 0 over its epochs).
 WARM_LEARNING_RATE = 1e-3
@@ -93,6 +103,8 @@ def play(env: PartitionEnv, drive, distribution: str, seed: int,
     obs, _ = env.reset(options={"distribution": distribution, "seed": seed})
     steps, done, info = [], False, {}
     while not done:
+        if stop_requested():  # Ctrl-C: the caller drops this episode
+            return math.nan, steps
         mask = env.action_masks()
         target = None if teacher is None else teacher(env, obs, mask)
         action = _allowed(drive(env, obs, mask) if drive else np.argmax(target), mask)
@@ -179,7 +191,13 @@ class RolloutTarget:
 def validate_policy(env: PartitionEnv, policy: DegreePolicy, distributions, seeds) -> float:
     """Mean blocking rate of the deterministic policy over ``distributions`` x ``seeds``."""
     drive = greedy_chooser(policy)
-    return float(np.mean([play(env, drive, d, s)[0] for d in distributions for s in seeds]))
+    scores = []
+    for d in distributions:
+        for s in seeds:
+            if stop_requested():  # Ctrl-C: no score (nan) rather than a partial one
+                return math.nan
+            scores.append(play(env, drive, d, s)[0])
+    return float(np.mean(scores))
 
 
 def weights(policy: DegreePolicy) -> dict[str, torch.Tensor]:
@@ -202,11 +220,16 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
     data: list = []
     policy = model.policy
     initial = weights(policy)
-    pool = (ProcessPoolExecutor(config.envs, mp_context=multiprocessing.get_context("spawn"))
+    context = multiprocessing.get_context("spawn")
+    stopped = context.Event()  # set on Ctrl-C: the workers' episodes end early (_label_all)
+    pool = (ProcessPoolExecutor(config.envs, mp_context=context, initializer=follow_stop,
+                                initargs=(stopped,))
             if config.envs > 1 and config.subprocess else None)
     started, played = time.time(), 0
     try:
         for round_ in range(1 + config.dagger_rounds):
+            if stop_requested():  # Ctrl-C: no new round
+                return
             count = config.warm_episodes if round_ == 0 else config.dagger_episodes
             pace = (time.time() - started) / max(played, 1)  # seconds per episode, fit included
             if round_ and deadline is not None and time.time() + pace * count > deadline:
@@ -216,18 +239,65 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
             driver = None if round_ == 0 else weights(policy)
             tasks = [(config, dist, int(rng.integers(*TRAIN_SEED_RANGE)), int(rng.integers(2**31)),
                       driver) for dist in config.distributions for _ in range(count)]
-            results = pool.map(_label_episode, tasks) if pool else map(_label_episode, tasks)
+            results = _label_all(pool, tasks, stopped)
+            if results is None:  # Ctrl-C
+                return
             for (_, dist, seed, _, _), (blocking, steps) in zip(tasks, results):
                 data += steps
                 who = "teacher" if round_ == 0 else f"policy (DAgger round {round_})"
                 log(f"warm start: {who} on {dist} seed {seed}: blocking {blocking:.3f}")
             policy.load_state_dict(initial)  # each round fits everything from scratch
             _fit(policy, data, config, rng, log)
-            if evaluate is not None:
+            if evaluate is not None and not stop_requested():
                 evaluate()
+            if stop_requested():
+                return
     finally:
         if pool:
-            pool.shutdown(cancel_futures=True)
+            _shut_down(pool)
+
+
+#: Seconds a warm-start worker gets to end its episode after Ctrl-C before it is terminated (a
+#: worker still importing torch, about 6 s, cannot look at the stop request before then).
+STOP_GRACE_SECONDS = 2.0
+
+
+def _shut_down(pool: ProcessPoolExecutor) -> None:
+    """Shut the warm start's pool down; after a stop request, a worker still busy after
+    :data:`STOP_GRACE_SECONDS` is terminated (its episode is not wanted any more)."""
+    if stop_requested():
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        until = time.monotonic() + STOP_GRACE_SECONDS
+        for process in processes:
+            process.join(max(0.0, until - time.monotonic()))
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _label_all(pool: ProcessPoolExecutor | None, tasks: list, stopped) -> list | None:
+    """:func:`_label_episode` of every task, in order (in ``pool`` if given); None as soon as a
+    stop is requested (Ctrl-C). The pool's workers never see Ctrl-C themselves (they start with
+    it ignored, so they print nothing); ``stopped`` (an Event they follow, :func:`follow_stop`)
+    ends their episodes at the next decision."""
+    if pool is None:
+        results = []
+        for task in tasks:
+            results.append(_label_episode(task))
+            if stop_requested():
+                return None
+        return results
+    with children_ignore_interrupts():  # the workers start at the first submit
+        futures = [pool.submit(_label_episode, task) for task in tasks]
+    pending = set(futures)
+    while pending:
+        _, pending = wait(pending, timeout=0.25)
+        if stop_requested():
+            stopped.set()
+            return None
+    return [future.result() for future in futures]
 
 
 def _label_episode(task) -> tuple[float, list]:
@@ -235,6 +305,8 @@ def _label_episode(task) -> tuple[float, list]:
     policy's weights: DAgger) the policy drives and the teacher labels; its blocking rate and
     labelled steps."""
     config, dist, seed, teacher_seed, driver = task
+    if stop_requested():  # the parent was interrupted (follow_stop): nothing to label
+        return math.nan, []
     torch.set_num_threads(config.torch_threads)
     env = config.env()
     teacher = teacher_chooser(config.teacher, dist, config.preset, env.family, teacher_seed,
@@ -277,6 +349,8 @@ def _fit(policy: DegreePolicy, data: list, config: TrainConfig, rng: np.random.G
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, config.warm_epochs)
     policy.set_training_mode(True)
     for epoch in range(config.warm_epochs):
+        if stop_requested():  # Ctrl-C: keep the weights of the epochs done
+            break
         order = rng.permutation(len(targets))
         losses = []
         for start in range(0, len(order), config.batch_size):
@@ -385,11 +459,13 @@ class _Validation(EventCallback):
             self.env = self.config.env()
         score = validate_policy(self.env, self.model.policy, self.config.distributions,
                                 self.config.validation_seeds)
+        if stop_requested():  # Ctrl-C: no score; the run is saved by train
+            return True
         _append_curve(self.out, {"kind": "validation", "steps": self.num_timesteps,
                                  "seconds": _elapsed(self.state), "blocking_rate": score})
         if self.state.get("best_score") is None or score < self.state["best_score"]:
             self.state["best_score"] = score  # unrounded: a tie must not replace the first
-            self.model.save(self.out / "best.zip")
+            save_model(self.model, self.out / "best.zip")
             self.best_weights = weights(self.model.policy)
         return self._on_event()
 
@@ -434,7 +510,7 @@ class _StopAt(BaseCallback):
 
     def _on_step(self) -> bool:
         over_steps = self.max_steps is not None and self.num_timesteps >= self.max_steps
-        return not (over_steps or time.time() >= self.deadline)
+        return not (over_steps or time.time() >= self.deadline or stop_requested())
 
 
 def _append_curve(out: Path, row: dict) -> None:
@@ -447,15 +523,21 @@ def _append_curve(out: Path, row: dict) -> None:
         writer.writerow(row)
 
 
+def save_model(model: MaskablePPO, path: Path) -> None:
+    """``model.save(path)``, atomically (:func:`~pacopt.infra.safe_write.write_atomically`: a
+    kill or a full disk never leaves half a checkpoint, nor replaces a good one)."""
+    write_atomically(path, lambda tmp: model.save(tmp), what="training output")
+
+
 def save_state(model: MaskablePPO, out: Path, state: dict) -> None:
-    """Write ``latest.zip`` and the run state (atomically, so a kill never leaves half a file)."""
-    model.save(out / "latest.tmp.zip")
-    (out / "latest.tmp.zip").replace(out / "latest.zip")
+    """Write ``latest.zip`` and the run state ``run.json`` (each atomically, the checkpoint
+    first: a ``run.json`` never describes a checkpoint that is not there)."""
+    save_model(model, out / "latest.zip")
     now = time.time()
     state["seconds"] += now - state["started"]
     state["started"] = now
     state["steps"] = int(model.num_timesteps)
-    (out / "run.json").write_text(json.dumps(state, indent=1))
+    write_atomically(out / "run.json", json.dumps(state, indent=1), what="training output")
 
 
 def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print) -> Path:
@@ -463,6 +545,13 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print)
 
     ``config.minutes`` bounds this call's wall time (the warm start's first round always runs,
     its DAgger rounds only when they fit); ``max_steps`` the total environment steps.
+
+    Everything handed over is checked before any work (one :class:`InputError` line): ``out``
+    (a folder that can be written; without ``resume`` not holding a run already), ``--init``'s
+    checkpoint, and with ``resume`` the run's ``run.json`` and ``latest.zip``
+    (:func:`~pacopt.learned.train_config.read_run_state`). Ctrl-C (or any stop request) ends the
+    run within seconds: it is saved as it stands (``latest.zip`` and ``run.json``, resumable;
+    ``best.zip`` as scored so far), and KeyboardInterrupt is raised.
     """
     out = Path(out)
     started = time.time()
@@ -470,55 +559,76 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print)
     if config.init and not resume:  # the network takes the shape of the one it starts from
         initial = load_checkpoint(str(Path(config.init).resolve()))
         config = replace(config, spill=initial.features_extractor.spill)
+    created = False
     if resume:
-        if not (out / "latest.zip").is_file() or not (out / "run.json").is_file():
-            raise InputError(f"--resume: no checkpoint to resume in '{out}' (latest.zip, run.json)")
-        state = json.loads((out / "run.json").read_text())
+        state = read_run_state(out)
     else:
         if (out / "latest.zip").exists():
             raise InputError(f"'{out}' already holds a training run; use --resume or another --out")
-        out.mkdir(parents=True, exist_ok=True)
+        created = prepare_folder(out, "--out")
         state = {"config": asdict(config), "seconds": 0.0, "best_score": None}
     state["started"] = started
     torch.set_num_threads(config.torch_threads)
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     vec_cls = SubprocVecEnv if config.subprocess and config.envs > 1 else DummyVecEnv
-    envs = vec_cls([_make_env(config, i) for i in range(config.envs)])
-    try:
-        if resume:
-            model = MaskablePPO.load(out / "latest.zip", env=envs, device="cpu")
-        else:
-            model = MaskablePPO(
-                DegreePolicy, envs, learning_rate=config.learning_rate, n_steps=config.n_steps,
-                batch_size=config.batch_size, n_epochs=config.n_epochs, gamma=config.gamma,
-                gae_lambda=config.gae_lambda, clip_range=config.clip_range,
-                ent_coef=config.ent_coef, seed=config.seed, device="cpu", verbose=0,
-                policy_kwargs=config.policy_kwargs())
-        validation = _Validation(out, config, state, after=_SaveLatest(out, state))
-        callback = CallbackList([_ProgressBar(config.max_steps, state),
-                                 _TrainingCurve(out, state),
-                                 _OnStepGrid(config.eval_every, validation, state),
-                                 _StopAt(config.max_steps, deadline)])
-        callback.init_callback(model)
-        if not resume:  # score the starting point: PPO must beat it to replace best.zip
-            if config.init:
-                model.policy.load_state_dict(load_checkpoint(str(Path(config.init).resolve()))
-                                             .state_dict())
-            if config.teacher and config.warm_episodes and not config.init:
-                warm_start(model, config, rng, log, evaluate=validation.on_step,
-                           deadline=deadline)
-                model.policy.load_state_dict(validation.best_weights)  # PPO goes on from the best
+    model = envs = None
+    with stoppable():
+        try:
+            if vec_cls is SubprocVecEnv:  # its workers ignore Ctrl-C: the parent stops them
+                start_fork_server()
+            envs = vec_cls([_make_env(config, i) for i in range(config.envs)])
+            if resume:
+                model = load_checked(
+                    out / "latest.zip",
+                    lambda file: MaskablePPO.load(file, env=envs, device="cpu"),
+                    "--resume checkpoint", policy="pacopt.learned.gnn:DegreePolicy",
+                    kind="pacopt agent checkpoint")
             else:
+                model = MaskablePPO(
+                    DegreePolicy, envs, learning_rate=config.learning_rate,
+                    n_steps=config.n_steps, batch_size=config.batch_size,
+                    n_epochs=config.n_epochs, gamma=config.gamma, gae_lambda=config.gae_lambda,
+                    clip_range=config.clip_range, ent_coef=config.ent_coef, seed=config.seed,
+                    device="cpu", verbose=0, policy_kwargs=config.policy_kwargs())
+            validation = _Validation(out, config, state, after=_SaveLatest(out, state))
+            callback = CallbackList([_ProgressBar(config.max_steps, state),
+                                     _TrainingCurve(out, state),
+                                     _OnStepGrid(config.eval_every, validation, state),
+                                     _StopAt(config.max_steps, deadline)])
+            callback.init_callback(model)
+            if not resume:  # score the starting point: PPO must beat it to replace best.zip
+                if config.init:
+                    model.policy.load_state_dict(
+                        load_checkpoint(str(Path(config.init).resolve())).state_dict())
+                if config.teacher and config.warm_episodes and not config.init:
+                    warm_start(model, config, rng, log, evaluate=validation.on_step,
+                               deadline=deadline)
+                    if validation.best_weights is not None:  # PPO goes on from the best
+                        model.policy.load_state_dict(validation.best_weights)
+                else:
+                    validation.on_step()
+            budget = (config.max_steps - model.num_timesteps if config.max_steps
+                      else 10 ** 9)  # the wall-clock budget stops it first
+            if budget > 0 and time.time() < deadline and not stop_requested():
+                model.set_logger(Logger(folder=None, output_formats=[]))  # no sb3 /tmp dir
+                model.learn(total_timesteps=budget, callback=callback, reset_num_timesteps=False)
                 validation.on_step()
-        budget = (config.max_steps - model.num_timesteps if config.max_steps
-                  else 10 ** 9)  # the wall-clock budget stops it first
-        if budget > 0 and time.time() < deadline:
-            model.set_logger(Logger(folder=None, output_formats=[]))  # sb3 would make a /tmp dir
-            model.learn(total_timesteps=budget, callback=callback, reset_num_timesteps=False)
-            validation.on_step()
-        save_state(model, out, state)
-    finally:
-        envs.close()
+            save_state(model, out, state)
+        except KeyboardInterrupt:  # a second Ctrl-C: save the run as it stands (fast), then quit
+            if model is not None:
+                save_state(model, out, state)
+            raise
+        finally:
+            if envs is not None:
+                envs.close()
+            if model is None and created and out.is_dir() and not any(out.iterdir()):
+                out.rmdir()  # nothing was trained: no empty run folder left behind
+        interrupted = stop_requested()
+    if interrupted:
+        if model is not None:
+            log(f"interrupted: the run is saved in '{out}'; continue it with "
+                f"`pacopt train --resume --out {out}`")
+        raise KeyboardInterrupt
     best = out / "best.zip"
     return best if best.exists() else out / "latest.zip"

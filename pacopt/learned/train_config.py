@@ -6,12 +6,15 @@ so that the command checks its flags without importing torch.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS
+from pacopt.infra.checkpoint import check_checkpoint
 from pacopt.infra.errors import InputError
 from pacopt.learned.env import PartitionEnv, WorkloadFamily
 
@@ -148,3 +151,111 @@ class TrainConfig:
     def env(self) -> PartitionEnv:
         """A training environment (rewards scaled by 1 - gamma: returns of about 1)."""
         return PartitionEnv(self.family(), self.reward, reward_scale=1.0 - self.gamma)
+
+
+# ----- a run folder handed back: --resume -------------------------------------------------------
+#: ``pacopt train --resume`` flags that may differ from the recorded run: its budget. Any other
+#: setting is the run's own (``run.json``); a different one given is an error, not a silent change.
+RESUME_OVERRIDES = ("minutes", "max_steps", "envs")
+MAX_RUN_JSON_BYTES = 16 * 2**20
+
+
+def read_run_state(out: Path) -> dict:
+    """The state of the training run in folder ``out``, checked before it is resumed (one
+    :class:`InputError` line naming the file and the problem): ``out`` is a folder holding
+    ``latest.zip`` (a pac-ml checkpoint: :func:`pacopt.infra.checkpoint.check_checkpoint`) and
+    ``run.json``, a JSON object with ``config`` (the run's settings, each a :class:`TrainConfig`
+    field of its type), ``seconds`` (a number >= 0), ``best_score`` (null or a number) and
+    optionally ``steps`` and ``next_eval`` (counts)."""
+    out = Path(out)
+    if not out.is_dir():
+        raise InputError(f"--resume: no checkpoint to resume in '{out}' (no such folder)")
+    latest, record = out / "latest.zip", out / "run.json"
+    if not latest.exists() or not record.exists():
+        raise InputError(f"--resume: no checkpoint to resume in '{out}' (it needs latest.zip "
+                         "and run.json)")
+    check_checkpoint(latest, "--resume checkpoint", policy="pacopt.learned.gnn:DegreePolicy",
+                     kind="pacopt agent checkpoint")
+    where = f"--resume: '{record}'"
+    if not record.is_file() or record.stat().st_size > MAX_RUN_JSON_BYTES:
+        raise InputError(f"{where} is not a run state (not a small regular file)")
+    try:
+        state = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        reason = err.strerror if isinstance(err, OSError) else str(err).splitlines()[0][:120]
+        raise InputError(f"{where} is not valid JSON ({reason})") from None
+    if not isinstance(state, dict):
+        raise InputError(f"{where} must hold a JSON object")
+    for key, check, kind in (
+            ("seconds", lambda v: _number(v) and v >= 0, "a number >= 0"),
+            ("best_score", lambda v: v is None or _number(v), "null or a number"),
+            ("steps", lambda v: _count(v), "an integer >= 0"),
+            ("next_eval", lambda v: _count(v) and v >= 1, "an integer >= 1")):
+        if key in state and not check(state[key]):
+            raise InputError(f"{where}: {key} must be {kind}, got {json.dumps(state[key])[:40]}")
+    for key in ("config", "seconds", "best_score"):
+        if key not in state:
+            raise InputError(f"{where} lacks '{key}': not the state of a pacopt training run")
+    _recorded_fields(state["config"], where)
+    return state
+
+
+def resumed_config(state: dict, given: dict) -> TrainConfig:
+    """The settings of a resumed run: the recorded ones (``state["config"]``), with the budget
+    flags of :data:`RESUME_OVERRIDES` taken from ``given`` (the flags on the command line). A
+    different value given for any other setting is an :class:`InputError`."""
+    recorded = _recorded_fields(state["config"], "--resume: run.json")
+    options = {f.name: f.metadata["option"].flag for f in fields(TrainConfig)
+               if "option" in f.metadata}
+    for name, value in given.items():
+        if name not in RESUME_OVERRIDES and name in recorded and recorded[name] != value:
+            raise InputError(f"--resume continues the run as recorded: {options.get(name, name)} "
+                             f"{_shown(value)} differs from its {_shown(recorded[name])} (only "
+                             f"{', '.join(options[n] for n in RESUME_OVERRIDES)} may change; "
+                             "--init starts a new run from a checkpoint)")
+    settings = {**recorded, **{k: v for k, v in given.items() if k in RESUME_OVERRIDES}}
+    return TrainConfig(**settings)
+
+
+def _recorded_fields(config, where: str) -> dict:
+    """``run.json``'s ``config`` as :class:`TrainConfig` keyword arguments, each checked."""
+    if not isinstance(config, dict):
+        raise InputError(f"{where}: config must be an object")
+    known = {f.name: f for f in fields(TrainConfig)}
+    out = {}
+    for name, value in config.items():
+        if name not in known:
+            raise InputError(f"{where}: config.{name} is not a setting of pacopt train")
+        default = known[name].default
+        if isinstance(default, tuple):
+            ok = isinstance(value, list) and all(
+                isinstance(v, type(default[0])) and not isinstance(v, bool) for v in value)
+            value = tuple(value) if ok else value
+        elif isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int) and not isinstance(default, bool):
+            ok = _count(value)
+        elif isinstance(default, float):
+            ok = _number(value)
+        elif isinstance(default, str):
+            ok = isinstance(value, str)
+        else:  # None defaults: max_steps (a count) and init (a path)
+            ok = value is None or (_count(value) if name == "max_steps" else isinstance(value, str))
+        if not ok:
+            raise InputError(f"{where}: config.{name} has the wrong type "
+                             f"({json.dumps(value)[:40]})")
+        out[name] = value
+    return out
+
+
+def _number(value) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _shown(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)

@@ -9,13 +9,17 @@ from __future__ import annotations
 import math
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from pacopt.cluster.instance import Instance, load_instance
 from pacopt.cluster.jct import JctModel
+from pacopt.cluster.placers import PLACERS, check_placer
 from pacopt.cluster.simulator import simulate
+from pacopt.cluster.sizes import check_result_size
 from pacopt.cluster.solution import Solution
-from pacopt.infra.errors import InputError
+from pacopt.cluster.timing_cache import cache_dir
+from pacopt.infra.errors import InputError, warn
 from pacopt.infra.interrupt import stop_requested, stoppable
 from pacopt.solvers.registry import (
     DEFAULT_METHOD,
@@ -26,8 +30,8 @@ from pacopt.solvers.registry import (
 )
 from pacopt.solvers.validate import ValidationError, validate
 
-__all__ = ["DEFAULT_METHOD", "METHODS", "InputError", "check_options", "check_time_limit",
-           "is_online", "method_family", "solve"]
+__all__ = ["DEFAULT_METHOD", "METHODS", "PLACERS", "InputError", "check_options",
+           "check_placement", "check_run", "check_time_limit", "is_online", "method_family", "solve"]
 
 #: Seeds drawn for a randomised run without one fit in 31 bits (any backend takes them).
 SEED_RANGE = 2**31
@@ -41,10 +45,18 @@ def check_time_limit(time_limit: float | None) -> None:
 
 
 def check_options(method: str, time_limit: float | None, threads: int | None,
-                  seed: int | None) -> None:
-    """InputError naming the option when ``method``, ``time_limit``, ``threads`` or ``seed`` is
-    out of range (checked before any work, so a bad flag costs nothing)."""
+                  seed: int | None, placement: str | None = None) -> None:
+    """InputError naming the option when ``method``, ``time_limit``, ``threads``, ``seed`` or
+    ``placement`` is out of range (checked before any work, so a bad flag costs nothing; whether
+    the placer fits the instance's preset is :func:`check_placement`'s, once it is read)."""
     method_family(method)
+    if placement is not None:
+        if not isinstance(placement, str) or placement not in PLACERS:
+            raise InputError(f"--placement: unknown placer '{placement}'; known: "
+                             f"{', '.join(PLACERS)}")
+        if not is_online(method):
+            raise InputError(f"--placement applies to online methods only; '{method}' chooses "
+                             "every footprint itself")
     check_time_limit(time_limit)
     if threads is not None and threads < 1:
         raise InputError(f"--threads must be >= 1, not {threads}")
@@ -52,10 +64,38 @@ def check_options(method: str, time_limit: float | None, threads: int | None,
         raise InputError(f"--seed must be in [0, {SEED_RANGE}), not {seed}")
 
 
+def check_placement(instance: Instance, placement: str | None) -> Instance:
+    """``instance`` with its online placer set to ``placement`` (the flag wins over the
+    instance's ``model.placement``); InputError if the placer does not fit its preset."""
+    if placement is None:
+        return instance
+    check_placer(placement, instance.model.preset, "--placement")
+    return replace(instance, model=replace(instance.model, placement=placement))
+
+
+def check_run(instance: Instance, method: str, *, checkpoint: str | Path | None = None,
+              placement: str | None = None):
+    """What :func:`solve` checks of ``method`` on ``instance`` before running it, beyond
+    :func:`check_options`: the placer fits the preset, the result can be read back
+    (:func:`~pacopt.cluster.sizes.check_result_size`), an online method's policy can be built for
+    this instance (``fixed:99`` on degrees up to 16, a checkpoint trained for another cluster),
+    and a ``checkpoint`` goes with the learned method only. Returns the instance as it will run
+    (its placer set) and the policy (None for other kinds); InputError otherwise. Studies call it
+    for every cell before running any."""
+    instance = check_placement(instance, placement)
+    check_result_size(instance)
+    entry = method_entry(method)
+    if entry.online:
+        return instance, entry.load()(method, instance, checkpoint=checkpoint)
+    if checkpoint is not None:
+        raise InputError(f"--checkpoint applies to the learned method only, not '{method}'")
+    return instance, None
+
+
 def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
           time_limit: float | None = None, threads: int | None = None, seed: int | None = None,
           progress: bool = False, model: JctModel | None = None,
-          checkpoint: str | Path | None = None) -> Solution:
+          checkpoint: str | Path | None = None, placement: str | None = None) -> Solution:
     """Run ``method`` on ``instance`` (an :class:`Instance` or a path to ``instance.json``).
 
     The solution is always re-checked by :func:`pacopt.solvers.validate.validate`; a solution that
@@ -66,10 +106,14 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
     repeated. ``progress`` shows a progress bar (online) or a live line with incumbent, bound and
     gap (exact). Ctrl-C stops the method and returns what it has, with ``interrupted`` set.
     ``checkpoint`` names the learned agent's checkpoint (``pac-ml``; default: the shipped one).
+    ``placement`` is an online method's placer (``first-fit``, ``best-fit``, ``compact``:
+    :mod:`pacopt.cluster.placers`), overriding the instance's ``model.placement``; the solution
+    records it.
     """
-    check_options(method, time_limit, threads, seed)
+    check_options(method, time_limit, threads, seed, placement)
     if not isinstance(instance, Instance):
         instance = load_instance(instance)
+    instance, policy = check_run(instance, method, checkpoint=checkpoint, placement=placement)
     if seed is None:
         seed = random.randrange(SEED_RANGE)
     model = model or JctModel(instance.cluster, instance.model)
@@ -77,39 +121,20 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
     entry = method_entry(method)
     with stoppable():
         if entry.online:
-            policy = entry.load()(method, instance, checkpoint=checkpoint)
-            solution = simulate(instance, _Stoppable(policy), seed=seed, model=model,
+            solution = simulate(instance, policy, seed=seed, model=model,
                                 progress=progress)
         else:
-            if checkpoint is not None:
-                raise InputError(f"--checkpoint applies to the learned method only, not "
-                                 f"'{method}'")
             solution = entry.load()(instance, method, model, time_limit=time_limit,
                                     threads=threads, seed=seed, progress=progress)
         solution.interrupted = stop_requested()
     solution.solve_seconds = time.perf_counter() - started
     solution.seed = seed
     try:
-        validate(instance, solution, JctModel(instance.cluster, instance.model))
+        validate(instance, solution)  # its own timings, never the solver's cache
     except ValidationError as err:
         solution.status = "error"
         solution.metrics["validation_problems"] = err.problems
+        if any("re-simulated" in problem for problem in err.problems):
+            warn(f"the method's JCTs differ from the validator's own: if the timing cache in "
+                 f"'{cache_dir()}' was edited or copied from elsewhere, delete it")
     return solution
-
-
-class _Stoppable:
-    """An online policy that, once a stop is requested, rejects every job still to come: the
-    jobs decided so far stand, and the episode ends at once with a complete, valid solution."""
-
-    def __init__(self, policy):
-        self.policy = policy
-        self.name = policy.name
-
-    def reset(self, seed: int | None) -> None:
-        self.policy.reset(seed)
-
-    def choose(self, decision) -> int:
-        return 0 if stop_requested() else self.policy.choose(decision)
-
-    def __getattr__(self, name):  # anything else a policy offers
-        return getattr(self.policy, name)

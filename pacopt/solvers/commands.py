@@ -35,6 +35,10 @@ def _solve_parser() -> argparse.ArgumentParser:
                         help="solver threads for exact methods (default: all cores)")
     parser.add_argument("--seed", type=int,
                         help="seed of randomised methods (default: drawn, used and recorded)")
+    parser.add_argument("--placement", metavar="PLACER",
+                        help="the online simulator's placer: first-fit (the reference's), best-fit "
+                             "or compact (physical only); default the instance's model.placement "
+                             "(first-fit)")
     parser.add_argument("--checkpoint", metavar="FILE",
                         help="the learned agent's checkpoint (pac-ml; default: the shipped one)")
     parser.add_argument("--out", metavar="FILE",
@@ -61,13 +65,14 @@ def solve_command(argv: list[str] | None) -> int:
     """``solve INSTANCE.json [options]``: run a method, write and summarise a validated result."""
     from pacopt.cluster.instance import load_instance
     from pacopt.cluster.solution import check_output_path
-    from pacopt.solvers.api import check_options, solve
+    from pacopt.solvers.api import check_options, check_placement, solve
 
     args = _solve_parser().parse_args(argv)
-    check_options(args.method, args.time_limit, args.threads, args.seed)  # before any work
+    check_options(args.method, args.time_limit, args.threads, args.seed,
+                  args.placement)  # before any work
     out = check_output_path(args.out if args.out else Path(args.instance).with_name(
         f"{Path(args.instance).stem}.{args.method}.result.json"), inputs=(args.instance,))
-    instance = load_instance(args.instance)
+    instance = check_placement(load_instance(args.instance), args.placement)
     solution = solve(instance, args.method, time_limit=args.time_limit, threads=args.threads,
                      seed=args.seed, progress=not (args.quiet or args.json),
                      checkpoint=args.checkpoint)
@@ -83,7 +88,9 @@ def solve_command(argv: list[str] | None) -> int:
 
 def _summary(solution, out: Path, stream) -> None:
     m = solution.metrics
-    rows = [("method", solution.method), ("preset", solution.preset), ("status", solution.status),
+    rows = [("method", solution.method), ("preset", solution.preset),
+            *([("placement", solution.placement)] if solution.placement else []),
+            ("status", solution.status),
             ("accepted / arrived", f"{solution.accepted} / {solution.arrived}"),
             ("blocking rate", f"{solution.blocking_rate:.4f}"),
             *([("bound on accepted", f"{solution.bound_accepted}  (gap {solution.gap:.2%})")]
@@ -96,7 +103,8 @@ def _summary(solution, out: Path, stream) -> None:
             ("solve time", f"{solution.solve_seconds:.3f} s" + (
                 f" (limit {solution.time_limit:g} s, {solution.threads} threads)"
                 if solution.time_limit is not None else "")),
-            ("seed", str(solution.seed)),
+            ("seed", str(solution.seed) + (" (not reproducible: a time-limited search)"
+                                           if m.get("reproducible") is False else "")),
             *([("interrupted", "yes: the best solution found so far")]
               if solution.interrupted else []),
             ("result", str(out))]

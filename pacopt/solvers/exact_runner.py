@@ -27,6 +27,11 @@ from pacopt.infra.errors import InputError
 from pacopt.infra.interrupt import stop_requested
 
 DEFAULT_TIME_LIMIT = 120.0
+#: What every exact result says about repeating it (``metrics["reproducibility"]``).
+NOT_REPRODUCIBLE = ("not reproducible: time-limited search (the beam, the window steps and the "
+                    "solvers stop on the clock), so the same --seed and --threads can give "
+                    "another solution, usually with the same accepted count; online methods and "
+                    "lp-round are reproducible from their seed")
 BOUND_TIME_LIMIT = 10.0  # seconds the bound method gives the relaxation's integer search
 
 
@@ -88,6 +93,11 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
     solution.metrics["warm_start_accepted"] = len(start)
     solution.metrics["warm_start_method"] = warm_method
     solution.metrics["trace"] = result.trace
+    # Said plainly in every result: the search is cut by the clock (the beam widens while time
+    # is left, each window step has a time limit, CP-SAT's workers race), so the same seed and
+    # thread count can end elsewhere; the accepted count and the bound are what to compare.
+    solution.metrics["reproducible"] = False
+    solution.metrics["reproducibility"] = NOT_REPRODUCIBLE
     return solution
 
 

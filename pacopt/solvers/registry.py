@@ -65,6 +65,12 @@ METHODS: dict[str, Method] = {m.name: m for m in [
     Method("lp-online", "online", "at each arrival an LP over the running jobs, the arriving job "
            "and sampled future arrivals; the arriving job's degree is rounded from it",
            "pacopt.formulations.lp_online:lp_online_policy"),
+    Method("as-requested", "online", "each job at the degree its user requested (a trace's "
+           "GPUs, capped to the cluster): what the real cluster did",
+           "pacopt.cluster.trace_policies:make_trace_policy"),
+    Method("elasticflow", "online", "ElasticFlow's admission control (the minimum satisfactory "
+           "share must fit now) and greedy allocation of idle workers, adapted to non-elastic "
+           "jobs", "pacopt.cluster.trace_policies:make_trace_policy"),
     Method("milp", "exact", "offline optimum, Pyomo MILP solved by HiGHS", _EXACT),
     Method("cpsat", "exact", "offline optimum, OR-Tools CP-SAT model", _EXACT),
     Method("bound", "bound", "best online method as incumbent, worker-count relaxation as upper "

@@ -5,12 +5,17 @@ placement from its block labels (each must be a valid RAMP block of the op's spl
 that no worker holds two jobs at once and that every worker has the memory, re-times each
 placement with the step simulator under the instance's preset, and checks deadlines, the horizon,
 the blocking reasons and the summary numbers.
+
+The re-timing is its own: the validator's JCT model (:func:`independent_model`) never reads the
+on-disk timing cache nor the solver's in-memory one, so a poisoned cache can mislead a method
+but never make its solution pass.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from functools import lru_cache
 
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.jct import JctModel
@@ -32,9 +37,20 @@ class ValidationError(Exception):
         super().__init__("; ".join(problems))
 
 
+@lru_cache(maxsize=8)
+def independent_model(cluster, settings) -> JctModel:
+    """The validator's JCT model for ``(cluster, settings)``: in memory only (``persist=False``:
+    it neither reads nor writes the on-disk cache), one per process, so every timing it checks
+    against was simulated here."""
+    return JctModel(cluster, settings, persist=False)
+
+
 def find_problems(instance: Instance, solution: Solution, model: JctModel | None = None) -> list[str]:
-    """Every way ``solution`` violates ``instance``; empty when it is feasible and consistent."""
-    model = model or JctModel(instance.cluster, instance.model)
+    """Every way ``solution`` violates ``instance``; empty when it is feasible and consistent.
+
+    ``model`` is accepted for compatibility and not used for timing: the JCTs are re-simulated
+    by :func:`independent_model` (module doc)."""
+    model = independent_model(instance.cluster, instance.model)
     problems: list[str] = []
     if solution.preset != instance.model.preset:
         problems.append(f"solution preset '{solution.preset}' is not the instance's "
@@ -146,7 +162,7 @@ def _check_job(instance: Instance, model: JctModel, record: JobRecord, job, busy
             if used > instance.cluster.worker_memory]
     if full:
         out.append(f"{where}: exceeds the memory of worker {instance.cluster.server_name(full[0])}")
-    jct = model.timing(graph, counts, placement).jct_ms
+    jct = model.timing(graph, counts, placement, instance.work_scale(job)).jct_ms
     if record.jct_ms is None or not math.isclose(record.jct_ms, jct, rel_tol=REL_TOL):
         out.append(f"{where}: reported JCT {record.jct_ms} ms, re-simulated {jct} ms")
     if record.accepted and jct > deadline:

@@ -1,0 +1,280 @@
+"""Placers: where an arriving job goes on the live cluster, a choice of the online simulator.
+
+A degree fixes each op's split count; the placer chooses the servers. Three placers:
+
+- ``first-fit`` (:mod:`pacopt.cluster.placement`): the reference's rule, every op on the first
+  free block of its count in the cluster's search order. The default, so that every number
+  compared with the paper stays as it is.
+- ``best-fit``: the job's footprint is one of the *inclusion-minimal* unions of one block per
+  distinct count (:func:`footprints`, the candidate set of the exact models), and of those free
+  now it takes the one that leaves the most free blocks, large sizes weighted most
+  (:data:`WEIGHTS`, :class:`FreeBlockScore`). RAMP's blocks nest like a buddy allocator's (on
+  4x4x2 a 4x4x1 half holds two 4x2x1 blocks of 8, each two 2x2x1 blocks of 4, ...); first-fit
+  breaks the large ones up early, best fit keeps them for the strict jobs that need them. When
+  the JCT depends on the placement (``physical``), the footprints whose JCT meets the job's
+  deadline come first: the best-fitting of those, else the best-fitting free one. This is the
+  rule of the offline :class:`~pacopt.formulations.best_fit.BestFit`, whose options are exactly
+  the footprints that meet the deadline, and both use the one scorer here.
+- ``compact`` (``physical`` only): the free footprint with the smallest JCT on its actual
+  placement, ties to best fit. Under ``ddls`` every placement of a degree has the same JCT, so it
+  would be best fit again: it is refused there.
+
+A placer fits a preset or not (:data:`PLACER_PRESETS`); :func:`check_placer` says so in one line.
+A policy may also place a job itself (:class:`~pacopt.cluster.policies.Placed`):
+:func:`check_explicit` is the simulator's check that such a placement is valid and free now.
+
+What each placer does to blocking: ``docs/placement.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from pacopt.cluster.graph import JobGraph
+from pacopt.cluster.placement import Placement
+from pacopt.cluster.topology import Block, RampCluster
+from pacopt.infra.errors import InputError
+
+#: The placers by name, with the one-line summary ``solve --help`` shows.
+PLACERS = {
+    "first-fit": "every op on the first free block of its count (the reference's rule)",
+    "best-fit": "the free minimal footprint that keeps the most large RAMP blocks free (deadline "
+                "met first when the JCT depends on the placement)",
+    "compact": "the free minimal footprint with the smallest JCT on its placement, ties to "
+               "best fit (physical preset only)",
+}
+#: The presets each placer fits (``compact`` needs a JCT that depends on the placement).
+PLACER_PRESETS = {"first-fit": ("ddls", "physical"), "best-fit": ("ddls", "physical"),
+                  "compact": ("physical",)}
+DEFAULT_PLACER = "first-fit"
+
+#: Weight of each block size's share of free blocks in a footprint's score: the large sizes,
+#: which the strict jobs need, first.
+WEIGHTS = {16: 8.0, 9: 4.0, 8: 4.0, 6: 2.0, 4: 1.0, 3: 0.5, 2: 0.25}
+#: Score taken off per worker of a footprint: between two footprints that leave the same free
+#: blocks, the smaller one.
+WORKER_PENALTY = 1e-6
+
+
+def check_placer(name: str, preset: str, where: str = "model.placement") -> str:
+    """``name`` if it is a placer that fits ``preset``; else :class:`InputError` naming
+    ``where`` (one line: the known placers, or the presets it fits)."""
+    if name not in PLACERS:
+        raise InputError(f"{where}: unknown placer '{name}'; known: {', '.join(PLACERS)}")
+    if preset not in PLACER_PRESETS[name]:
+        raise InputError(f"{where}: placer '{name}' does not fit the '{preset}' preset (it fits "
+                         f"{', '.join(PLACER_PRESETS[name])}: under ddls every placement of a "
+                         "degree has the same JCT)")
+    return name
+
+
+class InvalidPlacement(ValueError):
+    """A policy's explicit placement is not a valid RAMP placement free now (a bug in the
+    policy, reported as such, never replaced by another placement)."""
+
+
+# ----- the candidate footprints ---------------------------------------------------------------
+def footprints(counts: tuple[int, ...], cluster: RampCluster) -> list[dict[int, Block]]:
+    """Inclusion-minimal choices of one block per distinct split count (largest first).
+
+    Returns, per footprint, the block chosen for each count. A block that fits inside what is
+    already chosen adds nothing, and any other choice would only give a superset, so it is the only
+    branch taken; supersets of another partial union are pruned at every stage.
+    """
+    partial: list[tuple[dict[int, Block], int]] = [({}, 0)]
+    for m in sorted(set(counts), reverse=True):
+        grown: dict[int, tuple[dict[int, Block], int]] = {}
+        for chosen, mask in partial:
+            blocks = cluster.blocks(m)
+            inside = next((b for b in blocks if b.mask & ~mask == 0), None)
+            for block in [inside] if inside else blocks:
+                union = mask | block.mask
+                grown.setdefault(union, ({**chosen, m: block}, union))
+        partial = _minimal(list(grown.values()))
+    return [chosen for chosen, _ in partial] if partial != [({}, 0)] else []
+
+
+def _minimal(items: list[tuple[dict, int]]) -> list[tuple[dict, int]]:
+    """Drop every entry whose mask strictly contains another entry's mask."""
+    items.sort(key=lambda item: item[1].bit_count())
+    kept: list[tuple[dict, int]] = []
+    for item in items:
+        if not any(k[1] & ~item[1] == 0 and k[1] != item[1] for k in kept):
+            kept.append(item)
+    return kept
+
+
+def footprint_placements(graph: JobGraph, counts: tuple[int, ...],
+                         cluster: RampCluster) -> list[Placement]:
+    """The placement of each of :func:`footprints` (every op on the block of its count) whose
+    servers have the memory, in :func:`footprints`' order: the candidates of best fit and of
+    the exact models alike."""
+    out = []
+    for chosen in footprints(counts, cluster):
+        placement = Placement(tuple(chosen[m] for m in counts))
+        if all(used <= cluster.worker_memory for used in placement.memory_use(graph).values()):
+            out.append(placement)
+    return out
+
+
+def mask_array(masks, cluster: RampCluster) -> np.ndarray:
+    """Bitmasks as a numpy array: ``uint64`` on clusters of up to 64 servers, Python integers
+    (object) beyond."""
+    return np.asarray(list(masks), dtype=np.uint64 if cluster.num_servers <= 64 else object)
+
+
+def as_mask(value: int, cluster: RampCluster):
+    """A bitmask in the dtype of :func:`mask_array` (to combine with its arrays)."""
+    return np.uint64(value) if cluster.num_servers <= 64 else value
+
+
+# ----- the score best fit maximises ----------------------------------------------------------
+@dataclass(frozen=True)
+class FreeBlockScore:
+    """What a footprint leaves free: the weighted share of the blocks of each size in
+    :data:`WEIGHTS` that are still free once it is placed, less :data:`WORKER_PENALTY` per
+    worker. One implementation for the online placer and the offline rules.
+
+    A footprint's score is ``free weight now - weight of the free blocks it hits - penalty``;
+    the blocks a footprint hits are fixed (:meth:`hits`, computed once per footprint), so a
+    decision costs one matrix-vector product. Scores are rounded to 9 decimals, so that equal
+    scores are equal however they were summed (ties then go to the first footprint).
+    """
+
+    cluster: RampCluster
+    blocks: np.ndarray = field(repr=False)   # every weighted block's mask
+    weights: np.ndarray = field(repr=False)  # its weight (its size's weight / number of blocks)
+
+    def hits(self, masks: np.ndarray) -> np.ndarray:
+        """``hits[i, b]`` = 1.0 where footprint ``masks[i]`` shares a server with block b."""
+        if not len(masks):
+            return np.zeros((0, len(self.blocks)))
+        return ((masks[:, None] & self.blocks[None, :]) != 0).astype(np.float64)
+
+    def free_weights(self, occupied: int) -> np.ndarray:
+        """Each block's weight if it is free under ``occupied``, else 0."""
+        return np.where((self.blocks & as_mask(occupied, self.cluster)) == 0, self.weights, 0.0)
+
+    def score(self, hits: np.ndarray, workers: np.ndarray, occupied: int) -> np.ndarray:
+        """The score of each footprint (rows of ``hits``, its ``workers``) placed on top of
+        ``occupied``."""
+        free = self.free_weights(occupied)
+        return np.round(free.sum() - hits @ free - WORKER_PENALTY * workers, 9)
+
+    def left(self, masks, occupied: int, hits: np.ndarray | None = None) -> np.ndarray:
+        """The weighted free blocks left (no worker penalty) once each footprint of ``masks``
+        (bitmasks; or their ``hits``, if known) is placed on top of ``occupied``: what a policy
+        compares degrees by."""
+        if hits is None:
+            hits = self.hits(mask_array(masks, self.cluster))
+        free = self.free_weights(occupied)
+        return np.round(free.sum() - hits @ free, 9)
+
+
+@lru_cache(maxsize=16)
+def free_block_score(cluster: RampCluster, weights: tuple[tuple[int, float], ...] =
+                     tuple(WEIGHTS.items())) -> FreeBlockScore:
+    """The :class:`FreeBlockScore` of ``cluster`` (cached): each size's weight spread evenly over
+    its blocks, sizes the cluster cannot hold left out."""
+    blocks, block_weights = [], []
+    for m, weight in weights:
+        sized = cluster.blocks(m) if m <= cluster.num_servers else ()
+        blocks += [block.mask for block in sized]
+        block_weights += [weight / max(len(sized), 1)] * len(sized)
+    return FreeBlockScore(cluster, mask_array(blocks, cluster), np.asarray(block_weights))
+
+
+# ----- best fit and compact over one graph's footprints ---------------------------------------
+@dataclass
+class FootprintMenu:
+    """Every degree's candidate footprints of one graph, stacked so that a decision scores them
+    all with one product: degree ``d``'s are rows ``spans[d]`` of ``masks``, ``workers``,
+    ``hits`` and ``placements``. ``jct_ms`` holds each footprint's JCT (NaN until timed:
+    :meth:`jct` times a degree's on first use)."""
+
+    graph: JobGraph
+    spans: dict[int, slice]
+    placements: list[Placement]
+    masks: np.ndarray
+    workers: np.ndarray
+    hits: np.ndarray
+    jct_ms: np.ndarray
+    timed: set[int] = field(default_factory=set)
+
+    @classmethod
+    def build(cls, graph: JobGraph, counts: dict[int, tuple[int, ...]], cluster: RampCluster,
+              scorer: FreeBlockScore) -> FootprintMenu:
+        """The menu of ``graph`` at the degrees of ``counts`` (degree -> per-op counts)."""
+        spans, placements = {}, []
+        for d, c in counts.items():
+            start = len(placements)
+            placements += footprint_placements(graph, c, cluster)
+            spans[d] = slice(start, len(placements))
+        masks = mask_array((p.mask for p in placements), cluster)
+        workers = np.asarray([p.num_workers for p in placements], dtype=np.int64)
+        return cls(graph, spans, placements, masks, workers, scorer.hits(masks),
+                   np.full(len(placements), np.nan))
+
+    def jct(self, degree: int, timer) -> np.ndarray:
+        """The JCTs of ``degree``'s footprints (``timer(placement)`` on first use)."""
+        span = self.spans[degree]
+        if degree not in self.timed:
+            self.jct_ms[span] = [timer(p) for p in self.placements[span]]
+            self.timed.add(degree)
+        return self.jct_ms[span]
+
+
+def pick(placer: str, free: np.ndarray, score: np.ndarray, jct: np.ndarray | None,
+         deadline_ms: float | None) -> int:
+    """The position (in one degree's footprints) ``placer`` takes, or -1 if none is free.
+
+    ``free``: which footprints are free now; ``score``: their :class:`FreeBlockScore`; ``jct``:
+    their JCTs where they depend on the placement (else None). ``best-fit``: the best score among
+    the free ones meeting ``deadline_ms`` (all free ones if none does); ``compact``: the
+    smallest JCT, then the best score. Ties go to the first footprint."""
+    if not free.any():
+        return -1
+    candidates = free
+    if placer == "compact" and jct is not None:
+        fastest = np.min(jct[free])
+        candidates = free & (jct <= fastest * (1 + 1e-9))
+    elif jct is not None and deadline_ms is not None:
+        in_time = free & (jct <= deadline_ms)
+        if in_time.any():
+            candidates = in_time
+    return int(np.argmax(np.where(candidates, score, -np.inf)))
+
+
+# ----- a policy's own placement ---------------------------------------------------------------
+def check_explicit(graph: JobGraph, counts: tuple[int, ...], placement: Placement,
+                   cluster: RampCluster, occupied: int, holder=None) -> None:
+    """Raise :class:`InvalidPlacement` unless ``placement`` gives each op a valid RAMP block
+    of its split count, its servers are free under ``occupied`` and have the memory.
+    ``holder(server)`` (optional) names the job holding a busy server in the message."""
+    blocks = getattr(placement, "blocks", None)
+    if not isinstance(blocks, tuple) or len(blocks) != graph.num_ops:
+        raise InvalidPlacement(f"'{graph.name}' has {graph.num_ops} ops: give one block per op "
+                               f"(a Placement), not {type(placement).__name__}")
+    for op, block, m in zip(graph.ops, blocks, counts):
+        if not isinstance(block, Block):
+            raise InvalidPlacement(f"op '{op.id}': {block!r} is not a Block")
+        try:
+            valid = cluster.block_from_label(block.label, m)
+        except InputError:
+            valid = None
+        if valid is None or valid.servers != block.servers or valid.mask != block.mask:
+            raise InvalidPlacement(f"op '{op.id}' is split {m} ways, but {block.label} is not a "
+                                   f"valid RAMP block for {m} sub-ops on this "
+                                   f"{cluster.describe()} cluster")
+    busy = placement.mask & occupied
+    if busy:
+        server = (busy & -busy).bit_length() - 1
+        held = "" if holder is None else f" (job '{holder(server)}' holds it)"
+        raise InvalidPlacement(f"server {cluster.server_name(server)} is not free{held}")
+    full = [s for s, used in placement.memory_use(graph).items() if used > cluster.worker_memory]
+    if full:
+        raise InvalidPlacement(f"the placement exceeds the memory of server "
+                               f"{cluster.server_name(full[0])}")
