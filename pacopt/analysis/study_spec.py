@@ -96,6 +96,14 @@ class MethodSpec(BaseModel):
         return dict(self.model_extra or {})
 
 
+def _presets(value: list[str]) -> list[str]:
+    """The grid's presets, each one :data:`PRESETS` knows (a pydantic validator's check)."""
+    for preset in value:
+        if preset not in PRESETS:
+            raise ValueError(f"unknown preset '{preset}'; expected one of {', '.join(PRESETS)}")
+    return value
+
+
 class WorkloadGrid(SpecModel):
     """Generated workloads: every combination of the list-valued parameters, for every seed."""
 
@@ -119,13 +127,7 @@ class WorkloadGrid(SpecModel):
     def _one_or_many(cls, value):
         return _listify(value)
 
-    @field_validator("preset")
-    @classmethod
-    def _known_presets(cls, value):
-        for preset in value:
-            if preset not in PRESETS:
-                raise ValueError(f"unknown preset '{preset}'; expected one of {', '.join(PRESETS)}")
-        return value
+    _known_presets = field_validator("preset")(classmethod(lambda cls, value: _presets(value)))
 
     def seed_list(self) -> list[int]:
         if isinstance(self.seeds, int):
@@ -172,13 +174,7 @@ class TraceGrid(SpecModel):
     def _one_or_many(cls, value):
         return _listify(value)
 
-    @field_validator("preset")
-    @classmethod
-    def _known_presets(cls, value):
-        for preset in value:
-            if preset not in PRESETS:
-                raise ValueError(f"unknown preset '{preset}'; expected one of {', '.join(PRESETS)}")
-        return value
+    _known_presets = field_validator("preset")(classmethod(lambda cls, value: _presets(value)))
 
 
 class GridSpec(SpecModel):
