@@ -2,7 +2,7 @@
 
 An instance's ``workload`` may be ``{"trace": {"file": PATH, "format": FORMAT, ...}}``
 (:class:`TraceSpec`). Before any method sees the instance, the trace becomes explicit jobs
-(:func:`expand_trace`), exactly as a generated workload does (DESIGN 8). Two formats, both the
+(:func:`expand_trace`), exactly as a generated workload does. Two formats, both the
 ElasticFlow release of Microsoft's ITP traces (``docs/traces.md``):
 
 - ``elasticflow-raw``: ``job_id,submission_time,duration,num_gpu`` (seconds; the measured trace);

@@ -19,19 +19,11 @@ event, and a job admitted now may be scaled down later to make room. Its two ste
    **marginal return** (the time saved per extra GPU, which diminishes as a job grows) is the
    largest, while any job can use them (work-conserving).
 
-pacopt's jobs are not elastic: a job's degree and workers are fixed at its arrival, and it starts
-then or never. The adaptation, step by step:
-
-- the admitted jobs are the running ones; their workers are fixed until they end and their
-  deadlines are already met, so the new job fits alongside them exactly when the placer can place
-  it on the free workers now;
-- the new job's minimum satisfactory share is the smallest buddy level (1, 2, 4, 8, 16, ...)
-  whose JCT, placed now, meets its deadline (and the horizon); none: it is declined (rejected);
-- the idle workers can go to the new job only (running jobs cannot grow), so the greedy climbs
-  its levels from the share, one at a time, while the next level can be placed now and returns
-  something (a shorter JCT). Since the running jobs can never give workers back, this
-  work-conserving step is the one ElasticFlow relies on elasticity to undo; ``docs/traces.md``
-  measures it against the share alone.
+pacopt's jobs are not elastic (degree and workers fixed at arrival, start then or never), so the
+admitted jobs are the running ones, the new job's minimum satisfactory share is the smallest
+buddy level whose JCT, placed now, meets its deadline (none: rejected), and the spare workers go
+to the new job only, one level at a time while its JCT falls. ``docs/traces.md`` states the
+adaptation step by step and measures it against the share alone.
 
 The policy reads only the arriving job (its graph's table, deadline, requested degree) and the
 live cluster (the running jobs' workers): never a job still to come.
