@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from pacopt.cli import pacopt_main, solve_main
+from pacopt.cluster.graph_sources import example_instance_data
 from pacopt.cluster.instance import instance_from_dict, load_instance
 from pacopt.cluster.jct import JctModel
 from pacopt.cluster.sizes import MAX_RESULT_BYTES, result_bytes_estimate
@@ -51,20 +52,14 @@ TYPES = EXAMPLES / "hetero" / "types.json"
 # ----- helpers ------------------------------------------------------------------------------------
 def bundled(folder: Path, num_jobs: int = 30, name: str = "i.json") -> Path:
     """The bundled workload (example graphs, no download) cut to ``num_jobs`` jobs."""
-    data = json.loads((EXAMPLES / "bundled.json").read_text())
-    data["graphs"] = {k: {"file": str(EXAMPLES / v["file"])} for k, v in data["graphs"].items()}
-    data["workload"]["num_jobs"] = num_jobs
     path = folder / name
-    path.write_text(json.dumps(data))
+    path.write_text(json.dumps(example_instance_data("bundled", num_jobs)))
     return path
 
 
 def paper(folder: Path, pipedream_dir: Path, num_jobs: int) -> Path:
-    data = json.loads((EXAMPLES / "paper_workload.json").read_text())
-    data["graphs"] = {g: {"pipedream": str(pipedream_dir / f"{g}.txt")} for g in data["graphs"]}
-    data["workload"]["num_jobs"] = num_jobs
     path = folder / "paper.json"
-    path.write_text(json.dumps(data))
+    path.write_text(json.dumps(example_instance_data("paper_workload", num_jobs, pipedream_dir)))
     return path
 
 
@@ -558,18 +553,18 @@ TRAIN = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("when", ["early", "warm-start"])
+@pytest.mark.parametrize("when", ["early", "warm-start", "warm-start-twice"])
 def test_train_ctrl_c_exits_130_with_a_resumable_run_and_no_worker_traceback(
         when, tmp_path, pipedream_env):
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
     run_dir = tmp_path / "run"
     proc = _process([sys.executable, str(script), str(run_dir)])
-    if when == "warm-start":  # once the first teacher episode is labelled
+    if when.startswith("warm-start"):  # once the first teacher episode is labelled
         line, deadline = "", time.monotonic() + 120
         while "warm start:" not in line and time.monotonic() < deadline:
             line = proc.stdout.readline()
-        code, _, err, seconds = _interrupt(proc, 0.5)
+        code, _, err, seconds = _interrupt(proc, 0.5, 0.1 if when.endswith("twice") else None)
     else:
         code, _, err, seconds = _interrupt(proc, 3.0)
     assert code == 130, err
@@ -582,6 +577,39 @@ def test_train_ctrl_c_exits_130_with_a_resumable_run_and_no_worker_traceback(
         assert state["config"]["num_jobs"] == 80
     else:
         assert when == "early"
+
+
+@pytest.mark.parametrize("presses", [1, 2])
+def test_study_ctrl_c_keeps_finished_cells_and_leaves_no_process(presses, tmp_path,
+                                                                 pipedream_env):
+    """A pool of 2 with exact cells running: exit 130 within seconds, the finished cell kept,
+    no worker left behind (they never see Ctrl-C: the parent stops them)."""
+    study = tmp_path / "s.yaml"
+    study.write_text(json.dumps({"name": "s", "grids": [{"instances": [
+        str(paper(tmp_path, pipedream_env, 200))], "methods": [
+            "min-feasible", {"name": "cpsat", "time_limit": 120, "threads": 1},
+            {"name": "milp", "time_limit": 120, "threads": 1}]}]}))
+    out = tmp_path / "out"
+    proc = _process([sys.executable, "-c", PACOPT, "study", str(study), "--out", str(out),
+                     "--workers", "2", "--no-plots"])
+    code, _, err, seconds = _interrupt(proc, 7.0, 0.05 if presses == 2 else None, timeout=60)
+    assert code == 130 and "Traceback" not in err, err
+    assert seconds < 10, f"took {seconds:.1f} s to stop"
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)  # nobody left in its process group
+    rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+    assert all((out / "results" / f"{row['cell']}.json").exists() for row in rows)
+
+
+def test_a_fifo_where_a_file_should_be_is_refused_not_waited_on(tmp_path):
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    code, _, err = run(solve_main, [str(fifo)])
+    one_line_error(code, err, "not a regular file")
+    for argv in (["hetero", "cnn", "--types", str(fifo), "--throughput", "1"],
+                 ["validate", str(bundled(tmp_path)), str(fifo)], ["study", str(fifo)]):
+        code, _, err = run(pacopt_main, argv)
+        one_line_error(code, err, "not a regular file")
 
 
 def test_ray_address_with_nothing_there_is_one_line_within_seconds(tmp_path):

@@ -6,6 +6,7 @@ import shutil
 
 import jsonschema
 import pytest
+from offline_cases import TINY
 
 from pacopt.cluster.instance import (
     SCHEMA_PATH,
@@ -20,11 +21,6 @@ from pacopt.cluster.topology import RampCluster
 from pacopt.infra.errors import InputError
 
 # The inline-graph example of docs/formats.md: one step = 1 + 2 + 0.5 + 1 = 4.5 ms, so 225 ms in 50 steps.
-TINY = {"ops": [{"id": "a", "forward_ms": 1.0, "backward_ms": 2.0, "activation_bytes": 1e6,
-                 "parameter_bytes": 1e5},
-                {"id": "b", "forward_ms": 0.5, "backward_ms": 1.0, "activation_bytes": 4e5,
-                 "parameter_bytes": 0}],
-        "deps": [["a", "b"]]}
 TINY_SEQ_JCT = 225.0
 ALEXNET_SEQ_JCT = 36061.15  # the paper digest's table (6.2), 50 steps
 

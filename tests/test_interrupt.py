@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from pacopt.cluster.graph_sources import example_instance_data
 from pacopt.cluster.instance import load_instance
-from pacopt.cluster.pipedream import PAPER_GRAPHS
 from pacopt.cluster.solution import Solution
 from pacopt.solvers.validate import find_problems
 
@@ -40,20 +40,13 @@ WORKING = {"online": re.compile(r"\|\s*[1-9]\d*/20000"), "exact": re.compile(r"i
 
 def bundled(path: Path, num_jobs: int) -> Path:
     """The bundled workload (example graphs, no download needed) with ``num_jobs`` jobs."""
-    data = json.loads((EXAMPLES / "bundled.json").read_text())
-    data["graphs"] = {name: {"file": str(EXAMPLES / entry["file"])}
-                      for name, entry in data["graphs"].items()}
-    data["workload"]["num_jobs"] = num_jobs
-    path.write_text(json.dumps(data))
+    path.write_text(json.dumps(example_instance_data("bundled", num_jobs)))
     return path
 
 
 def paper(path: Path, pipedream_dir: Path, num_jobs: int) -> Path:
     """The paper's workload (beta A, seed 0) cut to ``num_jobs`` jobs."""
-    data = json.loads((EXAMPLES / "paper_workload.json").read_text())
-    data["graphs"] = {g: {"pipedream": str(pipedream_dir / f"{g}.txt")} for g in PAPER_GRAPHS}
-    data["workload"]["num_jobs"] = num_jobs
-    path.write_text(json.dumps(data))
+    path.write_text(json.dumps(example_instance_data("paper_workload", num_jobs, pipedream_dir)))
     return path
 
 

@@ -7,11 +7,13 @@ Hand-made traces are written by the tests themselves; the real ElasticFlow trace
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from offline_cases import TINY
 
 from pacopt.cli import pacopt_main, solve_main
 from pacopt.cluster.graph import graph_from_dict
@@ -40,11 +42,6 @@ from pacopt.cluster.trace_policies import (
 from pacopt.infra.errors import InputError
 from pacopt.solvers.api import solve
 
-TINY = {"ops": [{"id": "a", "forward_ms": 1.0, "backward_ms": 2.0, "activation_bytes": 1e6,
-                 "parameter_bytes": 1e5},
-                {"id": "b", "forward_ms": 0.5, "backward_ms": 1.0, "activation_bytes": 4e5,
-                 "parameter_bytes": 0}],
-        "deps": [["a", "b"]]}
 GENERATED_HEADER = (
     "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,duration")
 # three jobs: (id, submitted s, model, deadline s, GPUs, duration s)
@@ -267,6 +264,15 @@ def test_a_bad_trace_is_one_line_exit_2_and_nothing_written(case, content, fragm
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and fragment in err, err
     assert not out.exists() and list(tmp_path.iterdir()) == ([path] if path.exists() else [])
+
+
+def test_a_fifo_trace_is_refused_not_waited_on(tmp_path, capsys):
+    fifo = tmp_path / "trace.csv"
+    os.mkfifo(fifo)  # reading it would block for ever: no writer
+    out = tmp_path / "instance.json"
+    assert pacopt_main(["trace", str(fifo), "--out", str(out)]) == 2
+    assert "not a regular file" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_equal_submission_times_are_real_and_kept(tmp_path):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import os
 import socket
 import time
@@ -34,6 +35,12 @@ import pandas as pd
 from pacopt.analysis.study_spec import Cell, Study
 from pacopt.analysis.table import assemble, error_row, solution_row
 from pacopt.infra.errors import InputError, warn
+from pacopt.infra.interrupt import (
+    children_ignore_interrupts,
+    follow_stop,
+    stop_requested,
+    stoppable,
+)
 from pacopt.infra.progress import tqdm
 from pacopt.infra.safe_write import prepare_folder, write_atomically
 
@@ -87,6 +94,13 @@ def run_study(study: Study, out_dir: str | Path, *, workers: int | None = None,
     pending = [c for c in study.cells if c.id not in rows]
     workers = workers or os.cpu_count() or 1
     journal_path = out / "rows.jsonl"
+    with stoppable():  # the first Ctrl-C lets running cells stop and keeps the finished ones
+        return _run(study, out, rows, pending, journal_path, workers, ray, ray_address,
+                    progress, plots, on_row)
+
+
+def _run(study, out, rows, pending, journal_path, workers, ray, ray_address, progress, plots,
+         on_row) -> pd.DataFrame:
     if journal_path.exists() and not journal_path.read_bytes().endswith(b"\n"):
         with journal_path.open("a") as journal:  # a killed run's cut line stays on its own
             journal.write("\n")
@@ -191,22 +205,36 @@ def _on_pool(cells: list[Cell], workers: int) -> Iterator[tuple[Cell, dict, str 
             yield (cell, *run_cell(cell))
         return
     queue, running, free = list(cells), {}, workers
-    pool = ProcessPoolExecutor(max_workers=workers)
+    context = multiprocessing.get_context()
+    stopped = context.Event()  # the workers' stop (follow_stop): they never see Ctrl-C
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                               initializer=follow_stop, initargs=(stopped,))
     try:
         while queue or running:
-            while queue and min(queue[0].cpus, workers) <= free:
+            while queue and min(queue[0].cpus, workers) <= free and not stop_requested():
                 cell = queue.pop(0)
                 free -= min(cell.cpus, workers)
-                running[pool.submit(run_cell, cell)] = cell
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
+                with children_ignore_interrupts():  # a worker may start here
+                    running[pool.submit(run_cell, cell)] = cell
+            done, _ = wait(running, timeout=0.25, return_when=FIRST_COMPLETED)
+            if stop_requested():
+                # Ctrl-C: the running cells stop within seconds and are not recorded (their
+                # answer is not the cell's; a rerun solves them again); the finished ones stand
+                stopped.set()
+                queue.clear()
             for future in done:
                 cell = running.pop(future)
                 free += min(cell.cpus, workers)
-                yield (cell, *future.result())
+                try:
+                    row, text = future.result()
+                except KeyboardInterrupt:  # the cell was interrupted
+                    continue
+                yield cell, row, text
+        if stop_requested():
+            raise KeyboardInterrupt
     finally:
-        # on an interruption, do not wait for cells still running (an exact solve may take
-        # minutes): they are lost, and run again on resumption
-        pool.shutdown(wait=not running, cancel_futures=True)
+        stopped.set()
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _on_ray(cells: list[Cell], address: str | None, num_cpus: int
@@ -237,9 +265,12 @@ def _on_ray(cells: list[Cell], address: str | None, num_cpus: int
         refs = {task.options(num_cpus=min(cell.cpus, total)).remote(cell): cell for cell in cells}
         try:
             while refs:
-                done, _ = ray.wait(list(refs), num_returns=1)
-                cell = refs.pop(done[0])
-                yield (cell, *ray.get(done[0]))
+                done, _ = ray.wait(list(refs), num_returns=1, timeout=0.25)
+                if stop_requested():  # Ctrl-C: the running cells are cancelled, not recorded
+                    raise KeyboardInterrupt
+                if done:
+                    cell = refs.pop(done[0])
+                    yield (cell, *ray.get(done[0]))
         finally:
             for ref in refs:
                 ray.cancel(ref)

@@ -335,7 +335,8 @@ def study_from_dict(data: Any, base_dir: str | Path = ".", path: Path | None = N
                 ids.add(cell_id)
                 study.cells.append(Cell(
                     id=cell_id, instance_key=key, method=label, method_name=method.name,
-                    options=_resolved(options, Path(base_dir)), params={k: v for k, v in params.items() if k != "slug"},
+                    options=_resolved(options, Path(base_dir)),
+                    params={k: v for k, v in params.items() if k != "slug"},
                     instance_data=data_or_file if isinstance(data_or_file, dict) else None,
                     instance_file=data_or_file if isinstance(data_or_file, str) else None,
                     base_dir=str(base_dir)))

@@ -15,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 
+from pacopt.cluster.input_spec import check_file
 from pacopt.infra.commandline import CommandParser, emit_lines
 from pacopt.infra.errors import InputError
 
@@ -153,9 +154,10 @@ def _guess_format(path: Path) -> str:
     """``elasticflow`` when the header names model_name and deadline; else the raw format (the
     reader then says what is missing)."""
     try:
+        check_file(path, "trace")  # never open a FIFO or a folder
         with path.open(newline="", encoding="utf-8-sig") as handle:
             header = next(csv.reader(handle), [])
-    except (OSError, UnicodeDecodeError, csv.Error):
+    except (OSError, UnicodeDecodeError, csv.Error, InputError):
         return "elasticflow-raw"  # the reader reports the real problem
     names = {h.strip() for h in header}
     return "elasticflow" if {"model_name", "deadline"} <= names else "elasticflow-raw"

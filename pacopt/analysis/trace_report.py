@@ -89,12 +89,7 @@ def plot_blocking_over_time(frame: pd.DataFrame, bucket_hours: float = 6.0) -> F
     ax = fig.add_subplot()
     for method, rows in data.groupby("method", sort=False):
         ax.step(rows["day"], rows["blocking_rate"], where="post", label=method, lw=1.2)
-    ax.set_xlabel("trace day")
-    ax.set_ylabel("blocking rate")
-    ax.set_ylim(0, 1.02)
-    ax.set_title(f"Blocking over time ({bucket_hours:g} h buckets)")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
+    _finish_over_days(ax, "blocking rate", f"Blocking over time ({bucket_hours:g} h buckets)")
     return fig
 
 
@@ -109,13 +104,19 @@ def plot_trace_utilisation(solutions: Mapping[str, Solution], stats: Mapping,
         data = utilisation_over_time(solution, stats["servers"], window_ms=window_ms)
         days = (trace_seconds(data["t_ms"], stats) - stats["start_s"]) / DAY_S
         ax.step(days, data["utilisation"], where="post", label=label, lw=1.2)
+    _finish_over_days(ax, "worker utilisation",
+                      f"Utilisation over time ({bucket_hours:g} h averages)")
+    return fig
+
+
+def _finish_over_days(ax, ylabel: str, title: str) -> None:
+    """The common frame of a rate (0-1) plotted over trace days."""
     ax.set_xlabel("trace day")
-    ax.set_ylabel("worker utilisation")
+    ax.set_ylabel(ylabel)
     ax.set_ylim(0, 1.02)
-    ax.set_title(f"Utilisation over time ({bucket_hours:g} h averages)")
+    ax.set_title(title)
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
-    return fig
 
 
 def degree_vs_requested(frame: pd.DataFrame) -> pd.DataFrame:

@@ -14,6 +14,26 @@ from pacopt.infra.errors import InputError
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples" / "graphs"
 
 
+
+def example_instance_data(name: str, num_jobs: int | None = None,
+                          pipedream_dir: str | Path | None = None) -> dict:
+    """The data of the example instance ``examples/<name>.json``, ready to be written anywhere:
+    graph files made absolute, PipeDream graphs read from ``pipedream_dir`` when given (else
+    found by name), and the workload cut to ``num_jobs`` jobs when given."""
+    folder = EXAMPLES_DIR.parent
+    data = json.loads((folder / f"{name}.json").read_text())
+    graphs = {}
+    for key, entry in data.get("graphs", {}).items():
+        if "file" in entry:
+            entry = {**entry, "file": str(folder / entry["file"])}
+        elif "pipedream" in entry and pipedream_dir is not None:
+            entry = {**entry, "pipedream": str(Path(pipedream_dir) / f"{entry['pipedream']}.txt")}
+        graphs[key] = entry
+    data["graphs"] = graphs
+    if num_jobs is not None:
+        data["workload"]["num_jobs"] = num_jobs
+    return data
+
 def pipedream_dirs() -> list[Path]:
     """Folders searched for PipeDream profiles named by model: ``$PACOPT_PIPEDREAM_DIR``, then
     ``~/.cache/pacopt/pipedream`` (where ``pacopt download-pipedream`` puts them)."""

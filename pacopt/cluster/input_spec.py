@@ -11,6 +11,7 @@ import difflib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Annotated, Any, Self, Union
 
 from pydantic import (
@@ -155,3 +156,19 @@ def tagged_union(members: Mapping[str, Any], choose: Callable[[Any], str | None]
                                    custom_error_message=error)]
 
 
+def check_file(path: str | Path, what: str = "file") -> Path:
+    """``path`` if it is a readable file of at most :data:`MAX_FILE_BYTES` (checked before
+    reading it); else InputError saying which ``what`` and why."""
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise InputError(f"{what} '{path}' is a folder, not a file")
+        if path.exists() and not path.is_file():  # a FIFO with no writer would block for ever
+            raise InputError(f"{what} '{path}' is not a regular file")
+        size = path.stat().st_size
+    except OSError as err:
+        raise InputError(f"cannot read {what} '{path}': {err.strerror}") from None
+    if size > MAX_FILE_BYTES:
+        raise InputError(f"{what} '{path}' is {size / 2**20:.0f} MB; pacopt reads files of at "
+                         f"most {MAX_FILE_BYTES // 2**20} MB")
+    return path

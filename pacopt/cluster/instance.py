@@ -21,13 +21,13 @@ from pacopt.cluster.graph_sources import find_pipedream
 from pacopt.cluster.input_spec import (
     MAX_BYTES,
     MAX_DEPS,
-    MAX_FILE_BYTES,
     MAX_JOBS,
     MAX_MS,
     MAX_OPS,
     MAX_SERVERS,
     MIN_QUANTUM_MS,
     SpecModel,
+    check_file,
     field_path,
     tagged_union,
 )
@@ -45,7 +45,7 @@ from pacopt.cluster.workload import (
 )
 from pacopt.infra.errors import InputError
 
-__all__ = ["Instance", "InstanceSpec", "JobSpec", "SCHEMA_PATH", "check_file", "check_graph",
+__all__ = ["Instance", "InstanceSpec", "JobSpec", "SCHEMA_PATH", "check_graph",
            "instance_from_dict", "instance_json_schema", "load_instance", "read_json_file",
            "write_schema"]
 
@@ -352,24 +352,6 @@ def check_graph(graph: JobGraph) -> JobGraph:
                 raise InputError(f"graph '{graph.name}': op '{op.id}' {key} "
                                  f"{getattr(op, key):g} is above pacopt's limit {limit:g}")
     return graph
-
-
-def check_file(path: str | Path, what: str = "file") -> Path:
-    """``path`` if it is a readable file of at most :data:`MAX_FILE_BYTES` (checked before
-    reading it); else InputError saying which ``what`` and why."""
-    path = Path(path)
-    try:
-        if path.is_dir():
-            raise InputError(f"{what} '{path}' is a folder, not a file")
-        if path.exists() and not path.is_file():  # a FIFO with no writer would block for ever
-            raise InputError(f"{what} '{path}' is not a regular file")
-        size = path.stat().st_size
-    except OSError as err:
-        raise InputError(f"cannot read {what} '{path}': {err.strerror}") from None
-    if size > MAX_FILE_BYTES:
-        raise InputError(f"{what} '{path}' is {size / 2**20:.0f} MB; pacopt reads files of at "
-                         f"most {MAX_FILE_BYTES // 2**20} MB")
-    return path
 
 
 def read_json_file(path: str | Path, what: str = "file") -> Any:

@@ -55,7 +55,7 @@ from pydantic import Field, model_validator
 
 from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.graph_sources import EXAMPLES_DIR, find_pipedream, read_graph_file
-from pacopt.cluster.input_spec import MAX_FILE_BYTES, MAX_JOBS, SpecModel
+from pacopt.cluster.input_spec import MAX_JOBS, SpecModel, check_file
 from pacopt.cluster.jct import JctModel, JobTable
 from pacopt.cluster.pipedream import PIPEDREAM_MODELS, read_pipedream
 from pacopt.cluster.settings import ModelSettings
@@ -270,13 +270,8 @@ def _read(path: Path, fmt: str, models: Mapping[str, str] | None) -> list[TraceR
 
 
 def _read_text(path: Path) -> str:
+    check_file(path, "trace")  # not a folder, a FIFO (it would block) or an oversized file
     try:
-        if path.is_dir():
-            raise InputError(f"trace '{path}' is a folder, not a file")
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise InputError(f"trace '{path}' is {size / 2**20:.0f} MB; pacopt reads files of at "
-                             f"most {MAX_FILE_BYTES // 2**20} MB")
         raw = path.read_bytes()
     except OSError as err:
         raise InputError(f"cannot read trace '{path}': {err.strerror}") from None

@@ -40,6 +40,7 @@ from pacopt.cluster.partition import op_count
 from pacopt.cluster.placement import Placement
 from pacopt.cluster.settings import ModelSettings
 from pacopt.cluster.topology import Block, RampCluster
+from pacopt.infra.interrupt import run_stoppable, stop_requested
 
 BACKENDS = ("milp", "cpsat")
 # Memory rows count whole MB (shares rounded up, capacity down: never optimistic). Byte-sized
@@ -139,7 +140,7 @@ def _fewest_workers(solver, data: _JobData, step_ms: float, stop_at: float | Non
         return probes[w].values is not None
 
     def out_of_time() -> bool:
-        return stop_at is not None and time.perf_counter() >= stop_at
+        return stop_requested() or (stop_at is not None and time.perf_counter() >= stop_at)
 
     bad, w, jump = low - 1, low, 1  # invariant: J(bad) > deadline (for low - 1, by the bound)
     while not feasible(w):
@@ -550,7 +551,8 @@ class _CpSat:
         solver.parameters.num_workers = self.WORKERS
         if stop_at is not None:
             solver.parameters.max_time_in_seconds = _seconds_left(stop_at)
-        status = solver.solve(model)
+        solver.parameters.catch_sigint_signal = False  # run_stoppable's handler stops it
+        status, _ = run_stoppable(lambda: solver.solve(model), solver.stop_search)
         if status == cp_model.INFEASIBLE:
             return _Outcome("infeasible", None)
         if status == cp_model.MODEL_INVALID:

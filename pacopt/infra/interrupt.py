@@ -41,6 +41,7 @@ EXIT_INTERRUPTED = 130
 
 _lock = threading.RLock()  # re-entrant: the handler may interrupt its own thread holding it
 _flag = threading.Event()
+_for_good = threading.Event()  # a pool worker's parent stopped (follow_stop): every later stop
 _stops: list[Callable[[], None]] = []
 _depth = 0  # nesting of stoppable() blocks; the outermost one owns the handler and the flag
 _native = 0  # native solver calls running in helper threads
@@ -49,8 +50,9 @@ _unwinding = False  # ... and one KeyboardInterrupt is already on its way up
 
 
 def stop_requested() -> bool:
-    """Whether Ctrl-C (or :func:`request_stop`) asked the running method to stop."""
-    return _flag.is_set()
+    """Whether Ctrl-C (or :func:`request_stop`) asked the running method to stop (in a pool
+    worker whose parent stopped, :func:`follow_stop`: for good)."""
+    return _flag.is_set() or _for_good.is_set()
 
 
 def request_stop() -> None:
@@ -68,7 +70,7 @@ def on_stop(stop: Callable[[], None]) -> Iterator[None]:
     Works from any thread; ``stop`` must be quick and thread-safe."""
     with _lock:
         _stops.append(stop)
-        pending = _flag.is_set()
+        pending = stop_requested()
     if pending:
         stop()
     try:
@@ -82,9 +84,8 @@ def _handler(signum, frame) -> None:
     if not _flag.is_set():
         _say("interrupted: stopping, keeping the best so far (Ctrl-C again to quit)")
         request_stop()
-    elif _native:
-        _say("interrupted twice: quitting without a result")
-        os._exit(EXIT_INTERRUPTED)  # no interpreter unwinding under a live solver thread
+    elif _native:  # no interpreter unwinding under a live solver thread
+        quit_now("interrupted twice: quitting without a result")
     else:
         raise_once()
 
@@ -101,9 +102,18 @@ def raise_once() -> None:
     raise KeyboardInterrupt
 
 
-def quit_now() -> None:
-    """End the process at once with exit 130 (after flushing what was printed), saying so."""
-    _say("interrupted again: quitting now")
+def quit_now(message: str = "interrupted again: quitting now") -> None:
+    """End the process at once with exit 130 (after flushing what was printed), saying
+    ``message``. Its multiprocessing children (pool workers, which never see Ctrl-C) are
+    terminated first: an orphan would go on with its queued work."""
+    _say(message)
+    try:
+        import multiprocessing
+
+        for child in multiprocessing.active_children():
+            child.terminate()
+    except Exception:  # noqa: BLE001,S110 -- quitting matters more
+        pass
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -182,6 +192,7 @@ def follow_stop(event) -> None:
 
     def relay() -> None:
         event.wait()
+        _for_good.set()  # stoppable() clears the flag per task; the tasks queued after must not run
         request_stop()
 
     threading.Thread(target=relay, name="follow-stop", daemon=True).start()
@@ -191,7 +202,7 @@ def out_of_time(deadline: float | None) -> bool:
     """Whether work with ``deadline`` (a ``time.perf_counter()`` value; None: none) must stop
     now: the deadline has passed or a stop was requested (Ctrl-C). Every stage of a method
     that checks its deadline this way honours Ctrl-C at the same points."""
-    return _flag.is_set() or (deadline is not None and time.perf_counter() >= deadline)
+    return stop_requested() or (deadline is not None and time.perf_counter() >= deadline)
 
 
 def _say(line: str) -> None:

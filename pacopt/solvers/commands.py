@@ -8,6 +8,7 @@ download-pipedream | schema`` (dispatched by :mod:`pacopt.cli`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import textwrap
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from pacopt.infra.commandline import CommandParser, command_parser, emit_lines
 from pacopt.infra.errors import InputError
-from pacopt.infra.interrupt import EXIT_INTERRUPTED
+from pacopt.infra.interrupt import EXIT_INTERRUPTED, stop_requested, stoppable
 
 
 # ----- solve ---------------------------------------------------------------------------------------
@@ -167,7 +168,8 @@ def _graph(spec: str):
     """The graph ``spec`` names (see :func:`resolve_graph`), a file checked first: its size, its
     encoding, and that it holds a graph (an instance given here says so)."""
     from pacopt.cluster.graph_sources import resolve_graph
-    from pacopt.cluster.instance import check_file, check_graph, read_json_file
+    from pacopt.cluster.input_spec import check_file
+    from pacopt.cluster.instance import check_graph, read_json_file
 
     path = Path(spec)
     if path.suffix == ".json" or (path.exists() and path.suffix != ".txt"):
@@ -222,12 +224,16 @@ def _job(args) -> int:
     check_time_limit(args.time_limit)
     graph = _graph(args.graph)
     cluster, settings = RampCluster(), ModelSettings(preset=args.preset)
-    try:
-        plan = optimise_job(graph, cluster, settings, budget=args.budget,
-                            deadline_ms=args.deadline_ms, backend=args.backend,
-                            time_limit=args.time_limit)
-    except ValueError as err:
-        raise InputError(str(err)) from None
+    # Ctrl-C: CP-SAT stops with its best plan, printed and exit 130 (HiGHS, called through
+    # Pyomo, cannot be stopped from outside: it ends with KeyboardInterrupt, no plan, 130)
+    with stoppable() if args.backend == "cpsat" else contextlib.nullcontext():
+        try:
+            plan = optimise_job(graph, cluster, settings, budget=args.budget,
+                                deadline_ms=args.deadline_ms, backend=args.backend,
+                                time_limit=args.time_limit)
+        except ValueError as err:
+            raise InputError(str(err)) from None
+        interrupted = stop_requested()
     table = JctModel(cluster, settings).table(graph)
     # PAC-ML's single-degree rule with the same resources, for comparison
     rule = single_degree(table, budget=args.budget, deadline_ms=args.deadline_ms)
@@ -239,9 +245,10 @@ def _job(args) -> int:
               "single_degree": None if rule is None else {
                   "degree": rule, "workers": int(table.workers[rule]),
                   "jct_ms": float(table.jct_ms[rule])}}
+    result["interrupted"] = interrupted
     if args.json:
         print(json.dumps(result, indent=1))
-        return 0
+        return EXIT_INTERRUPTED if interrupted else 0
     print(f"{graph.name} ({args.preset}, {plan.backend}): {plan.status} in {plan.seconds:.1f} s")
     if plan.counts:
         print(f"  split counts (count: ops)  {result['counts']}")
@@ -250,7 +257,9 @@ def _job(args) -> int:
     if rule is not None:
         print(f"  PAC-ML single degree {rule}: {int(table.workers[rule])} workers, "
               f"JCT {table.jct_ms[rule]:.2f} ms")
-    return 0
+    if interrupted:
+        print("  interrupted: the best plan found so far")
+    return EXIT_INTERRUPTED if interrupted else 0
 
 
 def _validate(args) -> int:
