@@ -7,11 +7,15 @@ The paper workload (the five graphs, 1001 jobs, 4x4x2, horizon 1e6 ms) of each d
 on the first N (default 5) of ``pacopt.cluster.paper_workload.HELD_OUT_SEEDS``. Rows, each the mean
 and spread (sample standard deviation) of the validated blocking rate over the seeds:
 
-- ``tuned @ <placer>``: ``tuned`` as a user runs it, with the choice made on the tuning seeds
-  for that (preset, placer) (``pacopt/data/tuned.json``);
+- ``tuned @ <placer>``: ``tuned`` as a user runs it, with the choices made on the tuning seeds
+  for that (preset, placer) (``pacopt/data/tuned.json``), online: per decision the choice of the
+  distribution the betas so far look like (labelled with the last one);
+- ``tuned-given-label @ <placer>``: the oracle that reads every job's beta first and plays its
+  distribution's choice throughout (what ``tuned`` was before it became online);
 - ``offline BestFit, tuned's rule``: the offline :class:`~pacopt.formulations.best_fit.BestFit`
-  with the K of best-fit ``tuned``'s choice (when that is a ``fixed-or-min:K``, or
-  ``min-feasible``, which is ``fixed-or-min:1``): the same rule on the offline problem;
+  with the K of best-fit ``tuned``'s choice for the instance's distribution (the given-label
+  one; when that is a ``fixed-or-min:K``, or ``min-feasible``, which is ``fixed-or-min:1``):
+  the same rule on the offline problem;
 - ``offline BestFit, best K``: the best K per instance (hindsight over K).
 
 Then the seconds of one best-fit ``tuned`` episode (a fresh model, step timings on disk, as
@@ -61,6 +65,12 @@ def run(preset: str, seeds, num_jobs: int, bar) -> tuple[dict, dict]:
                 label = f"tuned @ {placer}"
                 rows.setdefault(label, {}).setdefault(dist, []).append(solution.blocking_rate)
                 choices.setdefault(label, {})[dist] = policy.choice
+                oracle = make_policy("tuned-given-label", instance)
+                solution = simulate(instance, oracle, seed=seed, model=shared)
+                validate(instance, solution, shared)
+                label = f"tuned-given-label @ {placer}"
+                rows.setdefault(label, {}).setdefault(dist, []).append(solution.blocking_rate)
+                choices.setdefault(label, {})[dist] = oracle.choice
                 bar.update()
             problem = build_problem(base, shared)
             arrived = len(base.jobs)
@@ -68,7 +78,7 @@ def run(preset: str, seeds, num_jobs: int, bar) -> tuple[dict, dict]:
             best = max(accepted.values())
             rows.setdefault("offline BestFit, best K", {}).setdefault(dist, []).append(
                 1 - best / arrived)
-            choice = choices["tuned @ best-fit"][dist]
+            choice = choices["tuned-given-label @ best-fit"][dist]
             if choice.startswith("fixed-or-min:") or choice == "min-feasible":
                 k = int(choice.partition(":")[2] or 1)
                 value = accepted.get(k)

@@ -24,7 +24,8 @@ def paper_file(tmp_path, pipedream_dir):
 
 
 def test_the_baselines_are_registered():
-    assert {"fixed:K", "fixed-or-min:K", "tuned"} <= set(METHODS)
+    assert {"fixed:K", "fixed-or-min:K", "tuned", "tuned-given-label"} <= set(METHODS)
+    assert "future jobs" in METHODS["tuned-given-label"].description
 
 
 @pytest.mark.parametrize("method", ["fixed:4", "fixed-or-min:8"])
@@ -44,8 +45,11 @@ def test_solve_runs_a_parametric_baseline(paper_file, tmp_path, method):
 def test_solve_tuned_records_its_choice(paper_file):
     solution = solve(paper_file, "tuned", seed=0)
     assert solution.validated
-    assert solution.method == f"tuned({tuned_choice('D')}, D)"
+    assert solution.method == f"tuned(online: {tuned_choice('D')}, D)"
     assert is_online(solution.method)  # so the validator checks it as an online policy
+    oracle = solve(paper_file, "tuned-given-label", seed=0)
+    assert oracle.validated and oracle.method == f"tuned-given-label({tuned_choice('D')}, D)"
+    assert is_online(oracle.method) and METHODS["tuned-given-label"].reads_future
 
 
 @pytest.mark.parametrize("method", ["fixed:0", "fixed-or-min:x", "fixed:17"])

@@ -275,4 +275,7 @@ def test_tuned_is_chosen_per_preset_and_placer():
     instance = placed(contended(0, num_jobs=10), "best-fit")
     policy = make_policy("tuned", instance)
     assert policy.tuned_placer == "best-fit"
-    assert policy.choice == tuned_choice(policy.distribution, "ddls", "best-fit")
+    assert policy.choices == {d: tuned_choice(d, "ddls", "best-fit") for d in "ABCD"}
+    oracle = make_policy("tuned-given-label", instance)
+    assert oracle.tuned_placer == "best-fit"
+    assert oracle.choice == tuned_choice(oracle.distribution, "ddls", "best-fit")

@@ -17,9 +17,10 @@ from pacopt.cluster.policies import (
     Decision,
     load_tuned,
     make_policy,
-    nearest_paper_distribution,
     tuned_choice,
+    tuned_default_choice,
 )
+from pacopt.cluster.recognise import nearest_paper_distribution
 from pacopt.cluster.settings import ModelSettings
 from pacopt.cluster.simulator import simulate
 from pacopt.cluster.state import ClusterState
@@ -150,19 +151,33 @@ def test_the_tuned_file_lists_each_choice_and_it_is_the_best_candidate():
 
 
 @pytest.mark.parametrize("dist", ["B", "D"])
-def test_tuned_plays_the_choice_for_the_instance_distribution(pipedream_env, dist):
+def test_tuned_plays_the_choice_for_the_distribution_recognised_so_far(pipedream_env, dist):
     instance = paper_instance(dist, HELD_OUT_SEEDS[0], num_jobs=200)
     policy = make_policy("tuned", instance)
-    assert policy.distribution == dist and policy.choice == tuned_choice(dist)
-    assert policy.name == f"tuned({tuned_choice(dist)}, {dist})"
     solution = simulate(instance, policy, seed=0)
-    assert solution.method == policy.name
-    reference = simulate(instance, make_policy(policy.choice, instance), seed=0)
-    assert [j.degree for j in solution.jobs] == [j.degree for j in reference.jobs]
+    assert policy.distribution == dist and policy.choice == tuned_choice(dist)
+    assert solution.method == policy.name == f"tuned(online: {tuned_choice(dist)}, {dist})"
+    # every decision counted; the recognised distribution's choice plays nearly all of them
+    assert sum(policy.played.values()) == 200 and policy.played[tuned_choice(dist)] >= 180
+    # the oracle variant plays the instance's own choice from the first job
+    oracle = make_policy("tuned-given-label", instance)
+    assert oracle.distribution == dist and oracle.choice == tuned_choice(dist)
+    assert oracle.name == f"tuned-given-label({tuned_choice(dist)}, {dist})"
+    reference = simulate(instance, make_policy(oracle.choice, instance), seed=0)
+    assert [j.degree for j in simulate(instance, oracle, seed=0).jobs] == \
+        [j.degree for j in reference.jobs]
+
+
+def test_tuned_default_is_the_best_choice_on_average():
+    table = load_tuned()["presets"]["ddls"]
+    mean = {name: np.mean([table[d]["blocking"][name] for d in PAPER_DISTRIBUTIONS])
+            for name in table["A"]["blocking"]}
+    assert tuned_default_choice() == min(mean, key=mean.get)
+    assert make_policy("tuned").default == tuned_default_choice()
 
 
 def test_tuned_without_an_instance_uses_a(tmp_path):
-    assert make_policy("tuned").choice == tuned_choice("A")
+    assert make_policy("tuned-given-label").choice == tuned_choice("A")
     bad = tmp_path / "tuned.json"
     bad.write_text("{not json")
     with pytest.raises(InputError, match="missing or corrupt"):

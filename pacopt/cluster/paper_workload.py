@@ -4,7 +4,9 @@ Every learned or tuned method in pacopt is fitted on *training* seeds and judged
 seeds, never the other way round:
 - ``TUNING_SEEDS`` choose the ``tuned`` baseline; RL training draws its episodes from
   ``TRAIN_SEED_RANGE`` (which contains the tuning seeds);
-- ``HELD_OUT_SEEDS`` lie outside that range and are used only to evaluate and compare methods.
+- ``HELD_OUT_SEEDS`` lie outside that range and are used only to evaluate and compare methods
+  (one exception: which shipped ``pac-ml`` checkpoints play, a fine-tune or the general agent,
+  was decided on them, so for ``pac-ml`` they are not strictly held out).
 """
 
 from __future__ import annotations

@@ -23,7 +23,9 @@ The baselines an agent is judged against (:data:`BASELINES`) use the live table:
 episode with a horizon, ends by it, :attr:`Decision.limit_ms`, as the offline rules' options do), ``fixed-or-min:K`` (else min-feasible) and
 ``tuned``, the best of those and of the heuristics per beta distribution on the tuning seeds,
 chosen per (preset, placer) (``pacopt/data/tuned.json``, written by
-``benchmarks/tune_baselines.py``).
+``benchmarks/tune_baselines.py``), played online for the distribution the betas arrived so far
+look like (:class:`BetaRecogniser`). ``tuned-given-label`` (:class:`TunedGivenLabel`) is not
+online: it reads every job's beta first, and is kept as the oracle ``tuned`` is compared with.
 """
 
 from __future__ import annotations
@@ -39,11 +41,10 @@ import numpy as np
 
 from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.jct import JctModel, JobTable, LiveOptions
-from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS
 from pacopt.cluster.placement import Placement
 from pacopt.cluster.placers import free_block_score
+from pacopt.cluster.recognise import BetaRecogniser, instance_distribution
 from pacopt.cluster.state import EPS_MS, ClusterState
-from pacopt.cluster.workload import paper as paper_beta
 from pacopt.infra.errors import InputError
 
 if TYPE_CHECKING:
@@ -362,37 +363,76 @@ def tuned_choice(distribution: str, preset: str = "ddls", placer: str = "first-f
     return table[distribution]["choice"]
 
 
-def nearest_paper_distribution(betas) -> tuple[str, float]:
-    """The paper's beta distribution (A-D) closest to a sample of betas, by the Kolmogorov-Smirnov
-    distance, and that distance. A paper workload of a few hundred jobs is recognised surely;
-    for any other betas it is the closest one (the mean alone cannot tell A from C)."""
-    sample = np.sort(np.asarray(betas, dtype=float))
-    if not len(sample):
-        raise ValueError("no betas to compare")
-    best = ("A", math.inf)
-    for name in PAPER_DISTRIBUTIONS:
-        dist = paper_beta(name)
-        grid = np.union1d(dist.values, sample)
-        at = np.searchsorted(dist.values, grid, side="right")
-        model_cdf = np.concatenate([[0.0], np.cumsum(dist.probs)])[at]
-        sample_cdf = np.searchsorted(sample, grid, side="right") / len(sample)
-        distance = float(np.max(np.abs(model_cdf - sample_cdf)))
-        if distance < best[1]:
-            best = (name, distance)
-    return best
+def tuned_default_choice(preset: str = "ddls", placer: str = "first-fit") -> str:
+    """What ``tuned`` plays before it recognises the distribution: the policy with the lowest
+    blocking rate on average over A-D on the tuning seeds (``pacopt/data/tuned.json``), under
+    ``preset`` and ``placer`` (see :func:`tuned_basis`)."""
+    preset, placer = tuned_basis(preset, placer)
+    table = tuned_tables(placer)[preset]
+    common = set.intersection(*(set(entry["blocking"]) for entry in table.values()))
+    # ties (rules that act alike) go to the first listed
+    order = [name for name in table[next(iter(table))]["blocking"] if name in common]
+    return min(order, key=lambda name: sum(entry["blocking"][name] for entry in table.values()))
 
 
-def instance_distribution(instance: Instance | None) -> str | None:
-    """The paper distribution an instance's betas look like (:func:`nearest_paper_distribution`;
-    an instance keeps its jobs, not its workload spec), or None without jobs."""
-    betas = [job.max_jct_fraction for job in instance.jobs] if instance is not None else []
-    return nearest_paper_distribution(betas)[0] if betas else None
+def _basis_note(tuned_preset: str, tuned_placer: str, preset: str, placer: str) -> str:
+    basis = "" if tuned_preset == preset else f", {tuned_preset} tuning"
+    if tuned_placer != placer:
+        basis += f", {tuned_placer} tuning"
+    return basis
 
 
 class Tuned:
-    """The best fixed:K, fixed-or-min:K or heuristic for the instance's beta distribution, chosen
-    on the tuning seeds only, per preset and placer (pacopt/data/tuned.json); its name records
-    the choice."""
+    """The best fixed:K, fixed-or-min:K or heuristic for the beta distribution the jobs arrived
+    so far look like, chosen on the tuning seeds only, per preset and placer
+    (pacopt/data/tuned.json); it reads no job before its arrival.
+
+    At each arrival it asks a :class:`BetaRecogniser` fed the betas so far (by default it
+    guesses from the first arrival on); without a guess it plays the policy best on average over
+    A-D on the tuning seeds (:func:`tuned_default_choice`). One inner policy per choice, kept
+    for the episode. Its name records the last choice and distribution,
+    ``tuned(online: fixed-or-min:6, A)``; :attr:`played` counts the decisions of each choice.
+    ``tuned-given-label`` (:class:`TunedGivenLabel`) is the former rule, which reads every
+    job's beta at the start."""
+
+    def __init__(self, instance: Instance | None = None) -> None:
+        preset = instance.model.preset if instance is not None else "ddls"
+        placer = instance.model.placement if instance is not None else "first-fit"
+        self.tuned_preset, self.tuned_placer = tuned_basis(preset, placer)
+        self._basis = _basis_note(self.tuned_preset, self.tuned_placer, preset, placer)
+        self.default = tuned_default_choice(self.tuned_preset, self.tuned_placer)
+        self.choices = {dist: tuned_choice(dist, self.tuned_preset, self.tuned_placer)
+                        for dist in tuned_tables(self.tuned_placer)[self.tuned_preset]}
+        self.inner = {name: make_policy(name, instance)
+                      for name in dict.fromkeys([self.default, *self.choices.values()])}
+        self.recogniser = BetaRecogniser()
+        self.reset(None)
+
+    def reset(self, seed: int | None) -> None:
+        for policy in self.inner.values():
+            policy.reset(seed)
+        self.recogniser.reset()
+        self.distribution: str | None = None  # the last guess (None: the default played)
+        self.choice: str | None = None  # the last choice played
+        self.played: dict[str, int] = {}
+        self.name = "tuned(online)"
+
+    def choose(self, decision: Decision) -> int:
+        self.recogniser.note(decision.job_index, decision.max_jct_fraction)
+        self.distribution = self.recogniser.guess
+        self.choice = self.default if self.distribution is None else self.choices[self.distribution]
+        self.played[self.choice] = self.played.get(self.choice, 0) + 1
+        self.name = f"tuned(online: {self.choice}, {self.distribution or 'default'}{self._basis})"
+        return self.inner[self.choice].choose(decision)
+
+
+class TunedGivenLabel:
+    """tuned given the instance's beta distribution label: an oracle that reads every job's
+    beta, future jobs included, before the first arrival (their Kolmogorov-Smirnov-nearest
+    paper distribution) and plays that distribution's tuned choice throughout (tuned's former
+    rule).
+
+    Not an online policy; kept to show what knowing the label is worth."""
 
     def __init__(self, instance: Instance | None = None) -> None:
         preset = instance.model.preset if instance is not None else "ddls"
@@ -402,10 +442,8 @@ class Tuned:
         self.tuned_preset, self.tuned_placer = tuned_basis(preset, placer)
         self.choice = tuned_choice(self.distribution, self.tuned_preset, self.tuned_placer)
         self.inner = make_policy(self.choice, instance)
-        basis = "" if self.tuned_preset == preset else f", {self.tuned_preset} tuning"
-        if self.tuned_placer != placer:
-            basis += f", {self.tuned_placer} tuning"
-        self.name = f"tuned({self.choice}, {self.distribution}{basis})"
+        basis = _basis_note(self.tuned_preset, self.tuned_placer, preset, placer)
+        self.name = f"tuned-given-label({self.choice}, {self.distribution}{basis})"
 
     def reset(self, seed: int | None) -> None:
         self.inner.reset(seed)
@@ -415,15 +453,17 @@ class Tuned:
 
 
 #: The baselines an agent is judged against; a name ending in ``:K`` takes a degree K >= 1.
-BASELINES = {"fixed:K": FixedDegree, "fixed-or-min:K": FixedOrMin, "tuned": Tuned}
+BASELINES = {"fixed:K": FixedDegree, "fixed-or-min:K": FixedOrMin, "tuned": Tuned,
+             "tuned-given-label": TunedGivenLabel}
 #: Every online policy by name (the learned agent registers itself with the solvers).
 POLICIES = {**HEURISTICS, **BASELINES}
 
 
 def make_policy(name: str, instance: Instance | None = None, checkpoint=None) -> Policy:
-    """A fresh policy by name (see :data:`POLICIES`): ``fixed:4``, ``fixed-or-min:8``, ``tuned``
-    or a heuristic. ``instance`` lets ``tuned`` recognise the beta distribution and preset and
-    bounds K by the instance's largest degree. Unknown names, bad K and a ``checkpoint`` (these
+    """A fresh policy by name (see :data:`POLICIES`): ``fixed:4``, ``fixed-or-min:8``, ``tuned``,
+    ``tuned-given-label`` or a heuristic. ``instance`` gives ``tuned`` its preset and placer
+    (and ``tuned-given-label`` every job's beta) and bounds K by the instance's largest
+    degree. Unknown names, bad K and a ``checkpoint`` (these
     policies learn nothing) raise :class:`InputError`."""
     if checkpoint is not None:
         raise InputError(f"--checkpoint applies to the learned method only, not '{name}'")
@@ -431,6 +471,8 @@ def make_policy(name: str, instance: Instance | None = None, checkpoint=None) ->
         return HEURISTICS[name]()
     if name == "tuned":
         return Tuned(instance)
+    if name == "tuned-given-label":
+        return TunedGivenLabel(instance)
     family, _, arg = name.partition(":")
     cls = BASELINES.get(f"{family}:K")
     if cls is None or not _:

@@ -2,9 +2,15 @@
 
 A checkpoint is a MaskablePPO ``.zip`` saved by :mod:`pacopt.learned.train`. The package ships
 ``checkpoints/general-<preset>.zip`` (trained across the four beta distributions; beta is in the
-observation) and, where they beat it on held-out seeds, per-distribution fine-tunes
+observation) and, where they beat it on seeds 10000-10004 (the held-out seeds, so for ``pac-ml``
+they are not strictly held out), per-distribution fine-tunes
 ``checkpoints/<A|B|C|D>-<preset>.zip``; see ``checkpoints/README.md`` for how each was trained and
 how it scored. The agent plays deterministically: the most likely degree under the live mask.
+
+``pac-ml`` is online: at each arrival it plays the fine-tune of the distribution the betas
+arrived so far look like (:class:`~pacopt.cluster.recognise.BetaRecogniser`), the general agent
+before the first guess and where no fine-tune is shipped. ``pac-ml-given-label`` is the former
+rule, an oracle: it picks one checkpoint from *every* job's beta, future jobs included.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ import torch
 from gymnasium import spaces
 
 from pacopt.cluster.instance import Instance
-from pacopt.cluster.policies import Decision, instance_distribution
+from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS
+from pacopt.cluster.policies import Decision
+from pacopt.cluster.recognise import BetaRecogniser, instance_distribution
 from pacopt.infra.checkpoint import load_checked
 from pacopt.infra.errors import InputError
 from pacopt.learned.features import Observer
@@ -62,8 +70,9 @@ def load_checkpoint(path: str):
 
 def learned_policy(method: str, instance: Instance,
                    checkpoint: str | Path | None = None) -> LearnedPolicy:
-    """The registry's factory of ``pac-ml`` (see :mod:`pacopt.solvers.registry`)."""
-    return LearnedPolicy(instance, checkpoint)
+    """The registry's factory of ``pac-ml`` and ``pac-ml-given-label`` (see
+    :mod:`pacopt.solvers.registry`)."""
+    return LearnedPolicy(instance, checkpoint, given_label=method == "pac-ml-given-label")
 
 
 class LearnedPolicy:
@@ -71,53 +80,85 @@ class LearnedPolicy:
 
     name = "pac-ml"
 
-    def __init__(self, instance: Instance | None = None, checkpoint: str | Path | None = None):
-        """``checkpoint`` defaults to the shipped one for the instance's preset (a
-        per-distribution fine-tune when one is shipped for the instance's beta distribution).
-        A checkpoint that cannot play ``instance`` (other degrees) is an :class:`InputError`
-        here, before any episode starts."""
+    def __init__(self, instance: Instance | None = None, checkpoint: str | Path | None = None,
+                 given_label: bool = False):
+        """``checkpoint`` plays that one checkpoint throughout. By default the shipped ones for
+        the instance's preset: online, per decision the fine-tune of the beta distribution the
+        arrivals so far look like (:class:`~pacopt.cluster.recognise.BetaRecogniser`), else the
+        general agent; with ``given_label`` (``pac-ml-given-label``, not online) the one
+        checkpoint :func:`default_checkpoint` picks for the distribution of *all* the
+        instance's betas, future jobs included. A checkpoint that cannot play ``instance``
+        (other degrees) is an :class:`InputError` here, before any episode starts."""
+        self.recogniser: BetaRecogniser | None = None
         if checkpoint:
-            path = Path(checkpoint)
+            paths = {None: Path(checkpoint)}
         else:
             preset = instance.model.preset if instance is not None else "ddls"
-            path = default_checkpoint(preset, instance_distribution(instance))
-        self.checkpoint = str(path)
-        self.name = f"pac-ml({path.name})"  # the result records which checkpoint played
-        self.policy = load_checkpoint(str(path.resolve()))
+            if given_label:
+                paths = {None: default_checkpoint(preset, instance_distribution(instance))}
+            else:  # None: before the first guess
+                paths = {dist: default_checkpoint(preset, dist)
+                         for dist in (None, *PAPER_DISTRIBUTIONS)}
+                self.recogniser = BetaRecogniser()
+        self._label = "pac-ml-given-label" if given_label and not checkpoint else "pac-ml"
+        # each file loaded once (load_checkpoint caches), shared by the distributions using it
+        self.policies = {dist: load_checkpoint(str(path.resolve())) for dist, path in paths.items()}
+        self.paths = {dist: str(path) for dist, path in paths.items()}
+        self.checkpoint = self.paths[None]  # the one played before any guess
+        self.policy = self.policies[None]
+        self.name = self._name(self.checkpoint)  # the result records which checkpoint played
         # the network is tiny and sees one job at a time: extra torch threads only spin
         torch.set_num_threads(1)
         self._observers: dict[tuple, Observer] = {}
         if instance is not None:
             self._observer_for(instance.cluster, instance.model)
 
+    def _name(self, path: str) -> str:
+        online = "online: " if self.recogniser is not None else ""
+        return f"{self._label}({online}{Path(path).name})"
+
     def reset(self, seed: int | None) -> None:
         """A new episode: forget the arrivals seen (the agent itself is deterministic)."""
         for observer in self._observers.values():
             observer.reset()
+        if self.recogniser is not None:
+            self.recogniser.reset()
+            self.checkpoint, self.policy = self.paths[None], self.policies[None]
+            self.name = self._name(self.checkpoint)
 
     def _observer_for(self, cluster, settings) -> Observer:
+        """The observer of ``(cluster, settings)``: one for every checkpoint (observations do
+        not depend on the network), so it is fed every arrival whichever checkpoint plays;
+        checked against each checkpoint's spaces when made."""
         key = (cluster, settings)
         if key not in self._observers:
             observer = Observer(*key)
-            expected = self.policy.observation_space["actions"].shape
-            if observer.observation_space()["actions"].shape != expected:
-                raise InputError(f"checkpoint '{self.checkpoint}' was trained for degrees "
-                                 f"0..{expected[0] - 1}; this instance allows "
-                                 f"0..{observer.num_actions - 1}")
             mine = {k: v.shape for k, v in observer.observation_space().spaces.items()}
-            theirs = {k: v.shape for k, v in self.policy.observation_space.spaces.items()}
-            if mine != theirs:
-                differ = sorted(k for k in mine.keys() | theirs.keys()
-                                if mine.get(k) != theirs.get(k))
-                raise InputError(f"checkpoint '{self.checkpoint}' was trained on other "
-                                 f"observations than this instance gives (differing: "
-                                 f"{', '.join(differ[:4])}); train one for this cluster")
+            for dist, policy in self.policies.items():
+                path = self.paths[dist]
+                expected = policy.observation_space["actions"].shape
+                if observer.observation_space()["actions"].shape != expected:
+                    raise InputError(f"checkpoint '{path}' was trained for degrees "
+                                     f"0..{expected[0] - 1}; this instance allows "
+                                     f"0..{observer.num_actions - 1}")
+                theirs = {k: v.shape for k, v in policy.observation_space.spaces.items()}
+                if mine != theirs:
+                    differ = sorted(k for k in mine.keys() | theirs.keys()
+                                    if mine.get(k) != theirs.get(k))
+                    raise InputError(f"checkpoint '{path}' was trained on other "
+                                     f"observations than this instance gives (differing: "
+                                     f"{', '.join(differ[:4])}); train one for this cluster")
             self._observers[key] = observer
         return self._observers[key]
 
     def choose(self, decision: Decision) -> int:
         observer = self._observer_for(decision.state.cluster, decision.model.settings)
         observer.note(decision)
+        if self.recogniser is not None:
+            self.recogniser.note(decision.job_index, decision.max_jct_fraction)
+            guess = self.recogniser.guess
+            self.checkpoint, self.policy = self.paths[guess], self.policies[guess]
+            self.name = self._name(self.checkpoint)
         mask = decision.worthwhile_mask()
         if mask.sum() == 1:
             return 0  # nothing but reject is worth choosing: skip the network

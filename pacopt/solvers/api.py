@@ -105,7 +105,8 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
     randomised methods; without one a seed is drawn, used and recorded, so every run can be
     repeated. ``progress`` shows a progress bar (online) or a live line with incumbent, bound and
     gap (exact). Ctrl-C stops the method and returns what it has, with ``interrupted`` set.
-    ``checkpoint`` names the learned agent's checkpoint (``pac-ml``; default: the shipped one).
+    ``checkpoint`` names the learned agent's checkpoint (``pac-ml``; default: the shipped ones,
+    per decision the fine-tune of the distribution recognised from the arrivals so far).
     ``placement`` is an online method's placer (``first-fit``, ``best-fit``, ``compact``:
     :mod:`pacopt.cluster.placers`), overriding the instance's ``model.placement``; the solution
     records it.

@@ -41,7 +41,9 @@ def _solve_parser() -> argparse.ArgumentParser:
                              "or compact (physical only); default the instance's model.placement "
                              "(first-fit)")
     parser.add_argument("--checkpoint", metavar="FILE",
-                        help="the learned agent's checkpoint (pac-ml; default: the shipped one)")
+                        help="the learned agent's checkpoint, played throughout (pac-ml; default: the "
+                             "shipped ones, per decision the fine-tune of the distribution "
+                             "recognised so far)")
     parser.add_argument("--out", metavar="FILE",
                         help="result file (default: <instance>.<method>.result.json beside the "
                              "instance)")

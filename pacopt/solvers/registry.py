@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pacopt.cluster.policies import POLICIES
 from pacopt.infra.errors import InputError
 
-#: What a method is: ``online`` (decides each job at its arrival, proves no bound), ``offline``
+#: What a method is: ``online`` (decides each job at its arrival, proves no bound; the
+#: ``-given-label`` variants are oracles that also read a label computed from every job's beta,
+#: :attr:`Method.reads_future`), ``offline``
 #: (all arrivals known, no proof), ``exact`` (all arrivals known, incumbent and proven bound),
 #: ``bound`` (an incumbent and a relaxation's bound, no search).
 KINDS = ("online", "offline", "exact", "bound")
@@ -37,13 +39,22 @@ class Method:
     loader: str
 
     @property
+    def reads_future(self) -> bool:
+        """A ``-given-label`` variant: it plays through the online simulator but reads the
+        instance's label, computed from every job's beta (future jobs included), so it is an
+        oracle, not an online policy (``tests/test_online_only.py``)."""
+        return self.name.endswith("-given-label")
+
+    @property
     def online(self) -> bool:
         return self.kind == "online"
 
     @property
     def summary(self) -> str:
-        """``kind: description``, as ``solve --help`` lists it."""
-        return f"{self.kind}: {self.description}"
+        """``kind: description``, as ``solve --help`` lists it (``online, reads future jobs:``
+        for an oracle variant)."""
+        kind = f"{self.kind}, reads future jobs" if self.reads_future else self.kind
+        return f"{kind}: {self.description}"
 
     def load(self):
         """The policy factory or runner, imported now."""
@@ -59,8 +70,13 @@ _EXACT = "pacopt.solvers.exact_runner:run_exact"
 METHODS: dict[str, Method] = {m.name: m for m in [
     *(Method(name, "online", _first_paragraph(cls.__doc__), "pacopt.cluster.policies:make_policy")
       for name, cls in POLICIES.items()),
-    Method("pac-ml", "online", "the learned agent (GNN policy, PAC-ML's idea); the shipped "
-           "checkpoint for the instance's preset unless --checkpoint",
+    Method("pac-ml", "online", "the learned agent (GNN policy, PAC-ML's idea, trained by "
+           "imitating a rollout teacher); unless --checkpoint, per decision the shipped "
+           "fine-tune of the beta distribution the arrivals so far look like, else the general "
+           "checkpoint", "pacopt.learned.agent:learned_policy"),
+    Method("pac-ml-given-label", "online", "pac-ml given the instance's beta distribution "
+           "label: an oracle that reads every job's beta, future jobs included, to pick one "
+           "shipped checkpoint for the whole episode (pac-ml's former rule)",
            "pacopt.learned.agent:learned_policy"),
     Method("lp-online", "online", "at each arrival an LP over the running jobs, the arriving job "
            "and sampled future arrivals; the arriving job's degree is rounded from it",
