@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from gymnasium.utils.env_checker import check_env
 from sb3_contrib import MaskablePPO
@@ -213,6 +214,33 @@ def test_a_run_initialised_from_an_older_checkpoint_takes_its_network_shape(tmp_
                  log=lambda _: None)
     assert not load_checkpoint(str(best.resolve())).features_extractor.spill
     assert json.loads((tmp_path / "run" / "run.json").read_text())["config"]["spill"] is False
+
+
+def test_ppo_updates_are_logged_to_the_curve(tmp_path, pipedream_env):
+    """Each PPO update's losses, KL, entropy and explained variance become a ``ppo`` row of
+    curve.csv (sb3's logger is no longer silenced into nothing)."""
+    from pacopt.learned.train import PPO_COLUMNS, TrainConfig, train
+
+    config = TrainConfig(distributions=("C",), num_jobs=30, envs=1, max_steps=192, n_steps=64,
+                         batch_size=32, minutes=1, teacher="", validation_seeds=(9000,))
+    train(config, tmp_path / "run", log=lambda _: None)
+    curve = pd.read_csv(tmp_path / "run" / "curve.csv")
+    ppo = curve[curve["kind"] == "ppo"]
+    assert len(ppo) >= 1 and ppo["steps"].is_monotonic_increasing
+    for column in ("approx_kl", "entropy_loss", "value_loss", "explained_variance"):
+        assert column in PPO_COLUMNS and ppo[column].notna().all(), column
+    assert (ppo["approx_kl"] >= 0).all() and (ppo["entropy_loss"] < 0).all()
+    assert curve[curve["kind"] == "validation"]["blocking_rate"].notna().all()
+
+
+def test_an_older_curve_is_widened_once(tmp_path):
+    from pacopt.learned.train import CURVE_COLUMNS, PPO_COLUMNS, _append_curve
+
+    (tmp_path / "curve.csv").write_text("kind,steps,seconds,blocking_rate\ntrain,10,1.0,0.5\n")
+    _append_curve(tmp_path, {"kind": "ppo", "steps": 20, "seconds": 2.0, "approx_kl": 0.01})
+    curve = pd.read_csv(tmp_path / "curve.csv")
+    assert list(curve.columns) == [*CURVE_COLUMNS, *PPO_COLUMNS]
+    assert curve["kind"].tolist() == ["train", "ppo"] and curve["blocking_rate"][0] == 0.5
 
 
 @pytest.mark.parametrize("args, message", [

@@ -35,6 +35,7 @@ The run's settings, which are also the ``pacopt train`` command line, are
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import multiprocessing
@@ -53,7 +54,7 @@ from stable_baselines3.common.callbacks import (
     EventCallback,
     EveryNTimesteps,
 )
-from stable_baselines3.common.logger import Logger
+from stable_baselines3.common.logger import KVWriter, Logger
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
@@ -513,14 +514,57 @@ class _StopAt(BaseCallback):
         return not (over_steps or time.time() >= self.deadline or stop_requested())
 
 
+#: ``curve.csv``'s columns: every row has the first four; ``ppo`` rows (one per PPO update)
+#: also the update's statistics, as sb3 logs them under ``train/``.
+CURVE_COLUMNS = ("kind", "steps", "seconds", "blocking_rate")
+PPO_COLUMNS = ("policy_gradient_loss", "value_loss", "entropy_loss", "approx_kl",
+               "clip_fraction", "explained_variance", "learning_rate")
+
+
 def _append_curve(out: Path, row: dict) -> None:
     path = out / "curve.csv"
+    columns = [*CURVE_COLUMNS, *PPO_COLUMNS]
+    if path.exists():
+        with path.open(newline="") as handle:
+            header = next(csv.reader(handle), [])
+        if header and header != columns:  # a run from before the PPO columns: widen it once
+            with path.open(newline="") as handle:
+                rows = list(csv.DictReader(handle))
+            _write_curve(path, columns, rows)
     new = not path.exists()
     with path.open("a", newline="") as handle:
-        writer = csv.DictWriter(handle, ["kind", "steps", "seconds", "blocking_rate"])
+        writer = csv.DictWriter(handle, columns)
         if new:
             writer.writeheader()
         writer.writerow(row)
+
+
+def _write_curve(path: Path, columns: list[str], rows: list[dict]) -> None:
+    text = io.StringIO()
+    writer = csv.DictWriter(text, columns, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomically(path, text.getvalue())
+
+
+class _PpoStatistics(KVWriter):
+    """sb3's logger output as ``ppo`` rows of ``curve.csv``: each PPO update's losses, KL,
+    entropy, clip fraction and explained variance, so a run shows why PPO does or does not
+    improve on its starting policy."""
+
+    def __init__(self, out: Path, state: dict):
+        self.out, self.state = out, state
+
+    def write(self, key_values: dict, key_excluded: dict, step: int = 0) -> None:
+        stats = {name: key_values[f"train/{name}"] for name in PPO_COLUMNS
+                 if f"train/{name}" in key_values}
+        if stats:  # the first dump comes before any update
+            _append_curve(self.out, {"kind": "ppo", "steps": step,
+                                     "seconds": _elapsed(self.state), "blocking_rate": "",
+                                     **{k: float(v) for k, v in stats.items()}})
+
+    def close(self) -> None:
+        pass
 
 
 def save_model(model: MaskablePPO, path: Path) -> None:
@@ -611,7 +655,8 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print)
             budget = (config.max_steps - model.num_timesteps if config.max_steps
                       else 10 ** 9)  # the wall-clock budget stops it first
             if budget > 0 and time.time() < deadline and not stop_requested():
-                model.set_logger(Logger(folder=None, output_formats=[]))  # no sb3 /tmp dir
+                # PPO's statistics go to curve.csv (no sb3 /tmp folder, nothing printed)
+                model.set_logger(Logger(folder=None, output_formats=[_PpoStatistics(out, state)]))
                 model.learn(total_timesteps=budget, callback=callback, reset_num_timesteps=False)
                 validation.on_step()
             save_state(model, out, state)
