@@ -247,7 +247,8 @@ def test_an_older_curve_is_widened_once(tmp_path):
     (["--minutes", "-1"], "--minutes must be"),
     (["--dagger-rounds", "-1"], "--dagger-rounds >= 0"),
     (["--warm-epochs", "0"], "--warm-epochs must be >= 1"),
-    (["--dagger-episodes", "0"], "--dagger-episodes and --warm-epochs must be >= 1"),
+    (["--dagger-episodes", "0"], "--label-every and --warm-epochs must be >= 1"),
+    (["--label-every", "0"], "--label-every and --warm-epochs must be >= 1"),
     (["--teacher-temperature", "0"], "--teacher-temperature must be a finite number > 0"),
     (["--regret-weight", "nan"], "--regret-weight a finite number >= 0"),
     (["--resume"], "no checkpoint to resume"),
@@ -295,3 +296,60 @@ def test_a_rollout_teachers_soft_target_ranks_degrees_by_their_rollout_scores(pi
         choices += len(scores) > 1
         obs, _, done, _, _ = env.step(int(np.argmax(target)))
     assert choices > 10
+
+
+# ----- policy iteration: rollouts over the learned agent ------------------------------------------
+def _agent_and_instance(num_jobs: int, seed: int = 5):
+    fam = family(num_jobs)
+    network = _fresh_model(PartitionEnv(fam), seed=seed).policy
+    network.set_training_mode(False)
+    return LearnedPolicy(network=network), fam.instance("B", 20_000 + seed)
+
+
+def test_rollouts_over_the_agent_keep_its_history_apart():
+    """The agent remembers the betas it has seen; each what-if fork plays its own copy
+    (``LearnedPolicy.fork``), so scoring forks never changes the agent's later decisions."""
+    from pacopt.cluster.rollout import Rollout
+    from pacopt.cluster.simulator import OnlineEpisode
+
+    scored, instance = _agent_and_instance(30)
+    plain = LearnedPolicy(network=scored.policy)
+    rollout = Rollout(scored, horizon=8, futures=[family(30).instance("D", 7).jobs])
+    episode, reference = OnlineEpisode(instance), OnlineEpisode(instance)
+    while not episode.done:
+        rollout.scores(episode)  # forks play D's betas, which the agent must not remember
+        degree = scored.choose(episode.decision)
+        assert degree == plain.choose(reference.decision)
+        episode.decide(degree)
+        reference.decide(degree)
+
+
+def test_a_whole_episode_rollout_never_loses_to_the_agent():
+    """One step of policy improvement over a deterministic learned agent (hindsight, the whole
+    remaining episode as horizon) accepts at least as many jobs: the step policy iteration
+    repeats."""
+    from pacopt.cluster.rollout import Rollout, play_rollout
+    from pacopt.cluster.simulator import simulate
+
+    agent, instance = _agent_and_instance(24)
+    improved = play_rollout(instance, Rollout(agent, len(instance.jobs)))
+    plain = simulate(instance, LearnedPolicy(network=agent.policy), seed=0)
+    assert sum(j.accepted for j in improved.jobs) >= sum(j.accepted for j in plain.jobs)
+
+
+def test_the_improve_teacher_labels_every_kth_state_over_the_student():
+    """``improve`` with a student: a rollout over that network, labelling every third state;
+    the steps it leaves unlabelled are driven (the student's greedy degree) but not fitted."""
+    from pacopt.learned.train import greedy_chooser, teacher_chooser
+
+    fam = family(30)
+    env = PartitionEnv(fam)
+    student = _fresh_model(env).policy
+    student.set_training_mode(False)
+    teacher = teacher_chooser("improve", "B", "ddls", fam, seed=3, temperature=0.5,
+                              student=student, label_every=3)
+    assert isinstance(teacher.rollout.base, LearnedPolicy)
+    assert teacher.rollout.base.policy is student
+    _, steps = play(env, greedy_chooser(student), "B", 20_001, teacher)
+    labelled = [i for i, step in enumerate(steps) if step[1] is not None]
+    assert len(steps) == 30 and labelled == list(range(0, 30, 3))

@@ -37,9 +37,10 @@ SAMPLED_HORIZON = 100
 
 
 class Rollout:
-    """Rollout improvement over ``base`` (see the module doc). ``base`` must decide from the
-    decision alone, as every heuristic and fixed rule does (forks share it; the learned agent,
-    which remembers past arrivals, would mix their histories)."""
+    """Rollout improvement over ``base`` (see the module doc). ``base`` decides from the decision
+    alone, as every heuristic and fixed rule does (the forks share it), or, if it remembers past
+    arrivals (the learned agent), has ``fork()``: each fork then plays its own copy, so the
+    forks' histories never mix with each other or with the episode's."""
 
     def __init__(self, base: Policy, horizon: int = SAMPLED_HORIZON,
                  futures: Sequence[Sequence[JobSpec]] | None = None):
@@ -70,10 +71,11 @@ class Rollout:
         """Accepted jobs among the waiting one and the next ``horizon`` arrivals, after
         ``degree``."""
         fork = self._fork(episode, future)
+        base = self.base.fork() if hasattr(self.base, "fork") else self.base
         start = fork.decision.job_index
         fork.decide(degree)
         while not fork.done and fork.decision.job_index <= start + self.horizon:
-            fork.decide(int(self.base.choose(fork.decision)))
+            fork.decide(int(base.choose(fork.decision)))
         return sum(r.accepted for r in fork.records[start:start + self.horizon + 1])
 
     def scores(self, episode: OnlineEpisode,

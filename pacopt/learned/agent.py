@@ -15,6 +15,7 @@ rule, an oracle: it picks one checkpoint from *every* job's beta, future jobs in
 
 from __future__ import annotations
 
+import copy
 from functools import lru_cache
 from pathlib import Path
 
@@ -81,16 +82,20 @@ class LearnedPolicy:
     name = "pac-ml"
 
     def __init__(self, instance: Instance | None = None, checkpoint: str | Path | None = None,
-                 given_label: bool = False):
+                 given_label: bool = False, network=None):
         """``checkpoint`` plays that one checkpoint throughout. By default the shipped ones for
         the instance's preset: online, per decision the fine-tune of the beta distribution the
         arrivals so far look like (:class:`~pacopt.cluster.recognise.BetaRecogniser`), else the
         general agent; with ``given_label`` (``pac-ml-given-label``, not online) the one
         checkpoint :func:`default_checkpoint` picks for the distribution of *all* the
-        instance's betas, future jobs included. A checkpoint that cannot play ``instance``
-        (other degrees) is an :class:`InputError` here, before any episode starts."""
+        instance's betas, future jobs included. ``network`` (a
+        :class:`~pacopt.learned.gnn.DegreePolicy` in memory, e.g. a student being trained) plays
+        that network throughout. A checkpoint that cannot play ``instance`` (other degrees) is an
+        :class:`InputError` here, before any episode starts."""
         self.recogniser: BetaRecogniser | None = None
-        if checkpoint:
+        if network is not None:
+            paths = {None: Path("network-in-memory")}
+        elif checkpoint:
             paths = {None: Path(checkpoint)}
         else:
             preset = instance.model.preset if instance is not None else "ddls"
@@ -102,7 +107,8 @@ class LearnedPolicy:
                 self.recogniser = BetaRecogniser()
         self._label = "pac-ml-given-label" if given_label and not checkpoint else "pac-ml"
         # each file loaded once (load_checkpoint caches), shared by the distributions using it
-        self.policies = {dist: load_checkpoint(str(path.resolve())) for dist, path in paths.items()}
+        self.policies = ({None: network} if network is not None else
+                         {dist: load_checkpoint(str(path.resolve())) for dist, path in paths.items()})
         self.paths = {dist: str(path) for dist, path in paths.items()}
         self.checkpoint = self.paths[None]  # the one played before any guess
         self.policy = self.policies[None]
@@ -116,6 +122,15 @@ class LearnedPolicy:
     def _name(self, path: str) -> str:
         online = "online: " if self.recogniser is not None else ""
         return f"{self._label}({online}{Path(path).name})"
+
+    def fork(self) -> LearnedPolicy:
+        """A copy that goes on from what this one has seen without changing it: a rollout's
+        what-if fork (:class:`~pacopt.cluster.rollout.Rollout`) plays it. The networks are
+        shared; the recogniser too (it forgets what a fork noted when the real episode goes
+        on)."""
+        other = copy.copy(self)
+        other._observers = {key: observer.fork() for key, observer in self._observers.items()}
+        return other
 
     def reset(self, seed: int | None) -> None:
         """A new episode: forget the arrivals seen (the agent itself is deterministic)."""

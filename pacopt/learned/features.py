@@ -27,6 +27,7 @@ log scale, so that graphs and clusters never seen in training give familiar numb
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 from collections import deque
@@ -174,6 +175,13 @@ class Observer:
         """Forget the arrivals seen: a new episode starts."""
         self._betas: deque[float] = deque(maxlen=HISTORY)
         self._last_job = -1
+
+    def fork(self) -> Observer:
+        """An observer that goes on from this one's history without changing it (its graph
+        encodings are shared)."""
+        other = copy.copy(self)
+        other._betas = self._betas.copy()
+        return other
 
     def note(self, decision: Decision) -> None:
         """Record the arriving job's beta in the history (once per job)."""

@@ -72,13 +72,19 @@ from pacopt.infra.interrupt import (
 )
 from pacopt.infra.progress import tqdm
 from pacopt.infra.safe_write import prepare_folder, write_atomically
-from pacopt.learned.agent import load_checkpoint
+from pacopt.learned.agent import LearnedPolicy, load_checkpoint
 from pacopt.learned.env import PartitionEnv, WorkloadFamily
 from pacopt.learned.gnn import DegreePolicy, greedy_degree
 from pacopt.learned.train_config import TrainConfig, read_run_state
 
 #: The warm start's initial learning rate (decayed to 0 over its epochs).
 WARM_LEARNING_RATE = 1e-3
+#: The improve teacher's rollouts over the student (a network call per fork step, about 3 ms,
+#: against microseconds for a heuristic): fewer and shorter futures than over ``tuned``.
+STUDENT_FUTURES = 4
+STUDENT_HORIZON = 50
+
+
 def _make_env(config: TrainConfig, rank: int):
     def build():
         torch.set_num_threads(config.torch_threads)
@@ -99,7 +105,7 @@ def play(env: PartitionEnv, drive, distribution: str, seed: int,
     """Play one episode; returns its blocking rate and the (observation, target, mask, reward)
     steps. ``drive(env, obs, mask) -> degree`` picks the degrees; ``teacher(env, obs, mask) ->
     target`` (logits over degrees, ``-inf`` = never; see :func:`teacher_chooser`) labels each
-    state. With ``drive`` None the teacher drives too (its best degree); without a teacher the
+    state (None: a state it leaves unlabelled; it must then not drive). With ``drive`` None the teacher drives too (its best degree); without a teacher the
     target is the driven degree."""
     obs, _ = env.reset(options={"distribution": distribution, "seed": seed})
     steps, done, info = [], False, {}
@@ -109,8 +115,9 @@ def play(env: PartitionEnv, drive, distribution: str, seed: int,
         mask = env.action_masks()
         target = None if teacher is None else teacher(env, obs, mask)
         action = _allowed(drive(env, obs, mask) if drive else np.argmax(target), mask)
-        if target is None:
+        if teacher is None:
             target = one_hot(action, len(mask))
+        # a teacher's None: a state it does not label (kept for the returns, not fitted)
         next_obs, reward, done, _, info = env.step(action)
         steps.append((obs, target, mask, reward))
         obs = next_obs
@@ -137,14 +144,16 @@ def greedy_chooser(policy: DegreePolicy):
 
 def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
                     family: WorkloadFamily | None = None, seed: int = 0,
-                    temperature: float = 0.25):
+                    temperature: float = 0.25, student=None, label_every: int = 1):
     """``teacher`` for :func:`play`: a heuristic's degree (``tuned`` resolves per distribution);
     ``lookahead``: the hindsight rollout teacher over ``tuned`` (:mod:`pacopt.cluster.rollout`;
     training episodes only); ``rollout``: the rollout teacher over ``tuned`` on job streams
     sampled from ``family`` (training seeds drawn with ``seed``); ``agent:PATH``, a trained
     agent's greedy degree, where ``{dist}`` in PATH becomes the distribution (distilling
-    per-distribution agents into one); or one of these per distribution,
-    ``A=agent:a.zip,B=tuned,C=...``.
+    per-distribution agents into one); ``improve``: policy improvement of ``student`` (the
+    network being trained, :class:`~pacopt.learned.agent.LearnedPolicy` forks it), the rollout
+    teacher with the student as its base, which labels every ``label_every``-th state (without
+    a student yet: ``rollout``); or one of these per distribution, ``A=agent:a.zip,B=tuned,C=...``.
 
     A rollout teacher's target is soft: each scored degree's rollout score minus the base
     policy's, over ``temperature`` (module doc); the others name one degree (:func:`one_hot`)."""
@@ -153,10 +162,17 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
         if distribution not in choice:
             raise InputError(f"teacher '{name}' names no teacher for distribution {distribution}")
         return teacher_chooser(choice[distribution], distribution, preset, family, seed,
-                               temperature)
-    if name in ("lookahead", "rollout"):
+                               temperature, student, label_every)
+    if name == "improve" and student is not None:
+        if family is None:
+            raise InputError("the improve teacher needs the workload family to sample from")
+        seeds = np.random.default_rng(seed).integers(*family.seed_range, STUDENT_FUTURES)
+        futures = [family.instance(distribution, int(s)).jobs for s in seeds]
+        return RolloutTarget(Rollout(LearnedPolicy(network=student), STUDENT_HORIZON, futures),
+                             temperature, label_every)
+    if name in ("lookahead", "rollout", "improve"):
         futures = None
-        if name == "rollout":
+        if name != "lookahead":
             if family is None:
                 raise InputError("the rollout teacher needs the workload family to sample from")
             seeds = np.random.default_rng(seed).integers(*family.seed_range, SAMPLED_FUTURES)
@@ -177,10 +193,16 @@ class RolloutTarget:
     the base policy's degree's, over ``temperature``; ``-inf`` for the degrees it does not
     score (see :func:`teacher_chooser`)."""
 
-    def __init__(self, rollout: Rollout, temperature: float):
-        self.rollout, self.temperature = rollout, temperature
+    def __init__(self, rollout: Rollout, temperature: float, label_every: int = 1):
+        self.rollout, self.temperature, self.label_every = rollout, temperature, label_every
+        self.calls = 0
 
-    def __call__(self, env: PartitionEnv, obs, mask: np.ndarray) -> np.ndarray:
+    def __call__(self, env: PartitionEnv, obs, mask: np.ndarray) -> np.ndarray | None:
+        self.calls += 1
+        if (self.calls - 1) % self.label_every:  # not labelled; a base with a memory sees it
+            if hasattr(self.rollout.base, "fork"):
+                self.rollout.base.choose(env.episode.decision)
+            return None
         base, scores = self.rollout.scores(env.episode, mask)
         target = np.full(len(mask), -np.inf, dtype=np.float32)
         for degree, score in scores.items():
@@ -310,17 +332,18 @@ def _label_episode(task) -> tuple[float, list]:
         return math.nan, []
     torch.set_num_threads(config.torch_threads)
     env = config.env()
-    teacher = teacher_chooser(config.teacher, dist, config.preset, env.family, teacher_seed,
-                              config.teacher_temperature)
-    drive = None
+    drive = policy = None
     if driver is not None:
         policy = MaskablePPO(DegreePolicy, env, device="cpu",
                              policy_kwargs=config.policy_kwargs()).policy
         policy.load_state_dict(driver)
         policy.set_training_mode(False)
         drive = greedy_chooser(policy)
+    teacher = teacher_chooser(config.teacher, dist, config.preset, env.family, teacher_seed,
+                              config.teacher_temperature, student=policy,
+                              label_every=config.label_every if driver is not None else 1)
     blocking, steps = play(env, drive, dist, seed, teacher)
-    return blocking, _with_returns(steps, config.gamma)
+    return blocking, [step for step in _with_returns(steps, config.gamma) if step[1] is not None]
 
 
 def _with_returns(steps: list, gamma: float) -> list:

@@ -69,8 +69,8 @@ def _teacher(name: str) -> str:
 
 
 #: The one message for an integer option out of range (the command has always given it whole).
-_COUNTS_ERROR = ("--envs, --steps, --dagger-episodes and --warm-epochs must be >= 1, "
-                 "--seed, --warm-episodes and --dagger-rounds >= 0")
+_COUNTS_ERROR = ("--envs, --steps, --dagger-episodes, --label-every and --warm-epochs must be "
+                 ">= 1, --seed, --warm-episodes and --dagger-rounds >= 0")
 _TARGET_ERROR = ("--teacher-temperature must be a finite number > 0 and "
                  "--regret-weight a finite number >= 0")
 
@@ -96,7 +96,8 @@ class TrainConfig:
     teacher: str = _option(
         "tuned", "--teacher", "policy imitated by the warm start (default %(default)s): tuned, "
         "rollout (rollouts over tuned on sampled futures: about a minute per episode, "
-        "stronger), lookahead (the same on the episode's real future: hindsight), any online "
+        "stronger), improve (rollout in the first round; then, in each DAgger round, rollouts "
+        "over the policy being trained: policy iteration), lookahead (the same on the episode's real future: hindsight), any online "
         "heuristic, agent:PATH (a trained agent; {dist} in PATH becomes each distribution: "
         "distillation), or none", parse=_teacher)
     init: str | None = _option(None, "--init", "start from this checkpoint instead of the warm "
@@ -110,6 +111,10 @@ class TrainConfig:
     dagger_rounds: int = _option(1, "--dagger-rounds", "rounds in which the agent drives and the "
                                  "teacher labels the states it visits (default %(default)s)",
                                  minimum=0, error=_COUNTS_ERROR)
+    label_every: int = _option(1, "--label-every", "in the DAgger rounds, the rollout "
+                               "teachers label every this many states (default %(default)s; "
+                               "the improve teacher, whose forks call the network, wants "
+                               "about 10)", minimum=1, error=_COUNTS_ERROR)
     dagger_episodes: int = _option(2, "--dagger-episodes", "episodes per distribution in each "
                                    "DAgger round (default %(default)s)", minimum=1,
                                    error=_COUNTS_ERROR)
