@@ -5,7 +5,9 @@ a JCT. It caches at four levels so that episodes, formulations, studies and the 
 - first-fit plans per (graph, counts) and placements, keyed by (graph, counts, occupied servers);
 - live per-degree options (:class:`LiveOptions`), keyed by (placer, graph, occupied servers, and
   under ``physical`` best fit the job's deadline, which decides among its footprints);
-- per graph, the candidate footprints of best fit and compact (:class:`FootprintMenu`);
+- per graph, the candidate footprints of best fit and compact (:class:`FootprintMenu`); on a
+  tiled cluster (:mod:`pacopt.cluster.tiles`) those of one tile, scored per tile and cached by
+  the tile's own occupancy;
 - step timings, keyed by (graph, counts, the placement's symmetry class), in memory and on disk
   (``$PACOPT_CACHE_DIR``, default ``~/.cache/pacopt``), shared by every process, every line
   carrying its provenance and a checksum (:mod:`pacopt.cluster.timing_cache`);
@@ -27,15 +29,24 @@ import numpy as np
 from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.partition import op_counts, partition
 from pacopt.cluster.placement import FitPlan, Placement
-from pacopt.cluster.placers import FootprintMenu, as_mask, free_block_score, pick
+from pacopt.cluster.placers import (
+    WORKER_PENALTY,
+    FootprintMenu,
+    as_mask,
+    free_block_score,
+    mask_array,
+    pick,
+)
 from pacopt.cluster.settings import ModelSettings
 from pacopt.cluster.step import StepTiming, simulate_step
+from pacopt.cluster.tiles import tiling
 from pacopt.cluster.timing_cache import TIMING_VERSION, TimingFile, cache_dir  # noqa: F401
 from pacopt.cluster.topology import RampCluster
 from pacopt.infra.progress import tqdm
 
 _PLACEMENT_CACHE_LIMIT = 200_000
 _OPTIONS_CACHE_LIMIT = 100_000
+_TILE_STATE_CACHE_LIMIT = 4_096  # a state holds two arrays over a graph's tile footprints
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,14 @@ class LiveOptions:
     free_blocks: np.ndarray | None = None
 
 
+
+def _unplaced(size: int) -> tuple:
+    """The per-degree arrays of a :class:`LiveOptions` before any degree is placed: placeable,
+    workers, JCT, free blocks left, masks and placements."""
+    placements: list[Placement | None] = [None] * size
+    return (np.zeros(size, dtype=bool), np.zeros(size, dtype=np.int64), np.full(size, np.inf),
+            np.full(size, np.nan), [0] * size, placements)
+
 class JctModel:
     """Partitions, places and times jobs for one (cluster, model settings) pair."""
 
@@ -123,6 +142,8 @@ class JctModel:
         self._timings: dict[tuple, dict[str, StepTiming]] = {}  # per graph file -> key -> timing
         self._tables: dict[str, JobTable] = {}
         self._menus: dict[str, FootprintMenu] = {}
+        self._tile_states: dict[tuple, tuple] = {}
+        self._tile_placements: dict[tuple, Placement] = {}
 
     # ----- partitioning and placement -------------------------------------------------------------
     def counts(self, graph: JobGraph, degree: int) -> tuple[int, ...]:
@@ -203,8 +224,9 @@ class JctModel:
         key = table.graph.fingerprint
         if key not in self._menus:
             counts = {d: table.counts[d] for d in range(1, len(table.placed)) if table.placed[d]}
-            self._menus[key] = FootprintMenu.build(table.graph, counts, self.cluster,
-                                                   free_block_score(self.cluster))
+            tiles = tiling(self.cluster)  # a large cluster: the footprints inside one tile
+            on = self.cluster if tiles is None else tiles.tile
+            self._menus[key] = FootprintMenu.build(table.graph, counts, on, free_block_score(on))
         return self._menus[key]
 
     def _menu_options(self, table: JobTable, occupied: int, placer: str,
@@ -218,15 +240,16 @@ class JctModel:
         options = self._options.get(key)
         if options is not None:
             return options
+        if len(self._options) >= _OPTIONS_CACHE_LIMIT:
+            self._options.clear()
+        if tiling(self.cluster) is not None:
+            options = self._options[key] = self._tiled_options(table, occupied, placer,
+                                                               deadline_ms)
+            return options
         menu = self.menu(table)
         scorer = free_block_score(self.cluster)
         size = len(table.placed)
-        placeable = np.zeros(size, dtype=bool)
-        workers = np.zeros(size, dtype=np.int64)
-        jct = np.full(size, np.inf)
-        free_blocks = np.full(size, np.nan)
-        masks: list[int] = [0] * size
-        placements: list[Placement | None] = [None] * size
+        placeable, workers, jct, free_blocks, masks, placements = _unplaced(size)
         free = (menu.masks & as_mask(occupied, self.cluster)) == 0
         rows = np.flatnonzero(free)
         chosen: list[int] = []
@@ -258,11 +281,102 @@ class JctModel:
             free_blocks[placeable] = scorer.left(None, occupied, menu.hits[chosen])
         for array in (placeable, workers, jct, free_blocks):
             array.flags.writeable = False
-        if len(self._options) >= _OPTIONS_CACHE_LIMIT:
-            self._options.clear()
         options = self._options[key] = LiveOptions(placeable, workers, jct, tuple(masks), placer,
                                                    tuple(placements), free_blocks)
         return options
+
+    def _tiled_options(self, table: JobTable, occupied: int, placer: str,
+                       deadline_ms: float | None) -> LiveOptions:
+        """:meth:`_menu_options` on a tiled cluster (:mod:`pacopt.cluster.tiles`): the tile's
+        footprints in every tile, each tile scored from its own occupancy (cached by it), the
+        best over all tiles per degree (ties to the first tile, then the first footprint); a
+        degree with no free footprint in any tile goes to first-fit. The score compared is the
+        weighted free blocks a footprint breaks (the cluster's free weight less it is what is
+        left), so tiles compare on one scale."""
+        ddls = self.settings.preset == "ddls"
+        graph, tiles = table.graph, tiling(self.cluster)
+        menu = self.menu(table)
+        states = [self._tile_state(menu, local) for local in tiles.local_masks(occupied)]
+        free = np.stack([state[0] for state in states])    # (tiles, footprints)
+        broken = np.stack([state[1] for state in states])  # weight each footprint breaks
+        total = sum(state[2] for state in states)          # free weight of the whole cluster
+        score = np.where(free, np.round(-broken - WORKER_PENALTY * menu.workers, 9), -np.inf)
+        size = len(table.placed)
+        placeable, workers, jct, free_blocks, masks, placements = _unplaced(size)
+        for d in range(1, size):
+            if not table.placed[d]:
+                continue
+            counts = table.counts[d]
+            span = menu.spans.get(d, slice(0, 0))
+            here = score[:, span].ravel()  # tile-major: ties go to the first tile
+            i = int(here.argmax()) if len(here) else -1
+            if i >= 0 and here[i] > -np.inf:
+                timed = None
+                if not ddls:  # a translate times as its tile's original (a symmetry)
+                    timed = np.tile(menu.jct(d, lambda p, c=counts: self.timing(
+                        graph, c, tiles.placement(p, 0)).jct_ms), tiles.num_tiles)
+                    if placer != "best-fit" or (deadline_ms is not None
+                                                and timed[i] > deadline_ms):
+                        i = pick(placer, free[:, span].ravel(), here, timed, deadline_ms)
+                t, row = divmod(i, span.stop - span.start)
+                k = span.start + row
+                placement = self._translated(menu, k, t)
+                lost = broken[t, k]
+                jct[d] = table.jct_ms[d] if ddls else timed[i]
+            else:  # no footprint free inside a tile (or none exists there): first-fit's
+                placement = self.place(graph, counts, occupied)
+                if placement is None:
+                    continue
+                lost = self._tile_loss(placement.mask, occupied)
+                jct[d] = table.jct_ms[d] if ddls else self.timing(graph, counts, placement).jct_ms
+            placeable[d] = True
+            workers[d] = placement.num_workers
+            masks[d] = placement.mask
+            placements[d] = placement
+            free_blocks[d] = round(total - lost, 9)
+        for array in (placeable, workers, jct, free_blocks):
+            array.flags.writeable = False
+        return LiveOptions(placeable, workers, jct, tuple(masks), placer, tuple(placements),
+                           free_blocks)
+
+    def _translated(self, menu: FootprintMenu, k: int, t: int) -> Placement:
+        """Tile ``t``'s copy of ``menu``'s footprint ``k`` (cached)."""
+        key = (id(menu), k, t)
+        placement = self._tile_placements.get(key)
+        if placement is None:
+            if len(self._tile_placements) >= _PLACEMENT_CACHE_LIMIT:
+                self._tile_placements.clear()
+            placement = tiling(self.cluster).placement(menu.placements[k], t)
+            self._tile_placements[key] = placement
+        return placement
+
+    def _tile_state(self, menu: FootprintMenu, local: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """For a tile whose own occupancy is ``local``: which of ``menu``'s footprints are free,
+        the free weight each one breaks, and the tile's free weight (cached, shared by the
+        graphs whose menus hold the same footprints)."""
+        key = (menu.footprint_key, local)
+        state = self._tile_states.get(key)
+        if state is None:
+            tile = tiling(self.cluster).tile
+            scorer = free_block_score(tile)
+            weights = scorer.free_weights(local)
+            free = (menu.masks & as_mask(local, tile)) == 0
+            state = (free, menu.sparse_hits @ weights, float(weights.sum()))
+            if len(self._tile_states) >= _TILE_STATE_CACHE_LIMIT:
+                self._tile_states.clear()
+            self._tile_states[key] = state
+        return state
+
+    def _tile_loss(self, mask: int, occupied: int) -> float:
+        """The free weight a footprint that may straddle tiles breaks, tile by tile."""
+        tiles = tiling(self.cluster)
+        scorer = free_block_score(tiles.tile)
+        lost = 0.0
+        for part, local in zip(tiles.local_masks(mask), tiles.local_masks(occupied)):
+            if part:
+                lost += float(scorer.hits(mask_array([part], tiles.tile))[0]
+                              @ scorer.free_weights(local))
+        return lost
 
     def _live_plan(self, table: JobTable) -> tuple[tuple[int, ...], tuple]:
         """Every distinct count of the memory-free degrees, and per degree placeable on an empty

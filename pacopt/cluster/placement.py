@@ -82,11 +82,16 @@ def relabelled(blocks, cluster: RampCluster) -> list[int]:
     """The blocks' server coordinates, each axis renumbered by first appearance: equal for two
     block sequences that a relabelling of groups, racks and slots maps onto each other."""
     relabel: tuple[dict, dict, dict] = ({}, {}, {})
+    coords = cluster.coords
+    done: dict[tuple[int, ...], list[int]] = {}  # a repeated block repeats its first labels
     out = []
     for block in blocks:
-        for server in block.servers:
-            for axis, value in enumerate(cluster.coords[server]):
-                out.append(relabel[axis].setdefault(value, len(relabel[axis])))
+        part = done.get(block.servers)
+        if part is None:
+            part = done[block.servers] = [relabel[axis].setdefault(value, len(relabel[axis]))
+                                          for server in block.servers
+                                          for axis, value in enumerate(coords[server])]
+        out += part
     return out
 
 

@@ -46,13 +46,16 @@ class BestFit:
     bitmasks: ``uint64`` on clusters of up to 64 servers, Python integers beyond.
     """
 
-    def __init__(self, problem: OfflineProblem, degree: int, weights: dict[int, float] = WEIGHTS):
+    def __init__(self, problem: OfflineProblem, degree: int, weights: dict[int, float] = WEIGHTS,
+                 shared: dict | None = None):
         self.problem = problem
         self.degree = degree
         self.name = f"best-fit fixed-or-min:{degree}"
         self.cluster = problem.instance.cluster
         self.scorer = free_block_score(self.cluster, tuple(weights.items()))
-        self._jobs: dict[int, tuple[np.ndarray, ...]] = {}
+        # the options' arrays do not depend on K: rules with the same weights may share them
+        # (``shared``), which on a large cluster saves a copy of every option's hits per rule
+        self._jobs: dict[int, tuple[np.ndarray, ...]] = {} if shared is None else shared
 
     def options(self, job: int) -> tuple[np.ndarray, ...]:
         """Job ``job``'s options (built once): indices, degrees, footprints, workers, and the

@@ -60,7 +60,10 @@ def solve_relaxation(problem: OfflineProblem, time_limit: float | None = 10.0,
     for option in problem.options:
         key = (option.job, option.degree)
         width, start, end = groups.get(key, (math.inf, option.start_ms, math.inf))
-        groups[key] = (min(width, option.workers), start, min(end, option.end_ms))
+        # capped candidates (offline module doc): the largest block, in every footprint
+        workers = (max(len(b.servers) for b in option.placement.blocks) if problem.capped
+                   else option.workers)
+        groups[key] = (min(width, workers), start, min(end, option.end_ms))
     if not groups:
         return Relaxation(bound=0, selection={})
     keys = list(groups)

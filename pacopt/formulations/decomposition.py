@@ -308,7 +308,8 @@ class _WindowSearch:
         if answer.status in ("error", "infeasible"):
             self.failed |= whole
             return False
-        if whole and answer.bound_accepted is not None:
+        # a capped problem's search bounds only the capped problem (offline module doc)
+        if whole and answer.bound_accepted is not None and not problem.capped:
             with self.lock:
                 self.bound = min(self.bound, answer.bound_accepted)
                 self.note()
@@ -320,7 +321,8 @@ class _WindowSearch:
     def _forward(self, seconds: float, accepted: int | None, bound: int | None) -> None:
         """Progress of a whole-model step, with the shared incumbent and bound folded in."""
         if self.progress:
-            shown = self.bound if bound is None else min(self.bound, bound)
+            shown = self.bound if bound is None or self.problem.capped else min(self.bound,
+                                                                                  bound)
             best = max(accepted or 0, len(self.incumbent))
             self.progress(time.perf_counter() - self.started, best, shown)
 

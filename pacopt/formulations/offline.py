@@ -9,6 +9,19 @@ of one RAMP block per distinct count in M (ops with equal counts share their blo
 the cluster, not only where first-fit would put it. Only inclusion-minimal unions are kept.
 Each op then sits on the block of its count, which gives the option's placement.
 
+**Large clusters: capped candidates.** On a cluster cut into tiles
+(:mod:`pacopt.cluster.tiles`: aligned copies of a 4x4xS cluster) the candidates of a (job,
+degree) are at most :data:`CANDIDATE_CAP`: the footprints that lie inside one tile, enumerated
+once on the tile, and of those ``CANDIDATE_CAP // tiles`` spread over the tile (disjoint ones
+first, in best fit's order on an empty tile: :func:`_spread`), each in every tile;
+``problem.capped`` says so. The search then optimises the capped problem, and its own bound
+bounds only that. The bound reported is the worker-count relaxation's, built with each (job,
+degree)'s width lower-bounded by its largest split count (a block that large is in every
+footprint, capped or not), so that in the ``ddls`` preset (one JCT per degree) it bounds the
+true problem; in ``physical`` its JCTs are the capped candidates' shortest, and it bounds the
+capped problem only. The argument below then holds for the true problem, not for the capped
+one: the exact runner compares the result with the online episodes and keeps the better.
+
 **Why the optimum bounds online policies.** Every placement first-fit can produce, on any cluster
 state, gives each op a block of its count, so its footprint contains one of these minimal
 unions. Replace each accepted job of an online solution by a contained candidate: no worker
@@ -34,14 +47,29 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import numpy as np
+
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.jct import JctModel
 from pacopt.cluster.placement import Placement
-from pacopt.cluster.placers import footprint_placements, footprints  # noqa: F401 (re-exported)
+from pacopt.cluster.placers import (  # noqa: F401 (footprints re-exported)
+    OutOfTime,
+    footprint_placements,
+    footprints,
+    free_block_score,
+    mask_array,
+)
 from pacopt.cluster.sizes import option_budget, options_too_many
 from pacopt.cluster.solution import JobRecord, Solution
 from pacopt.cluster.state import EPS_MS
+from pacopt.cluster.tiles import tiling
 from pacopt.cluster.topology import RampCluster
+from pacopt.infra.interrupt import out_of_time
+
+#: Candidates per (job, degree) on a tiled cluster (module doc): enough for every tile to
+#: offer its best-fitting footprints, few enough that a model of hundreds of jobs builds in
+#: seconds.
+CANDIDATE_CAP = 32
 
 #: How backends report: ``progress(seconds, incumbent accepted, bound on accepted)``, either of
 #: the last two ``None`` when unknown.
@@ -95,6 +123,7 @@ class OfflineProblem:
     rows: list[list[int]]
     late: set[int] = field(default_factory=set)
     required: frozenset[int] = frozenset()
+    capped: bool = False  # candidates of one tile only (module doc)
 
     @property
     def num_jobs(self) -> int:
@@ -128,14 +157,17 @@ def restrict(problem: OfflineProblem, jobs: set[int], required: set[int] = froze
             rows.append(kept)
     sub = OfflineProblem(instance=problem.instance, model=problem.model,
                          options=[problem.options[k] for k in original], by_job=by_job, rows=rows,
-                         late=problem.late, required=frozenset(required))
+                         late=problem.late, required=frozenset(required),
+                         capped=problem.capped)
     return sub, original
 
 
-def build_problem(instance: Instance, model: JctModel | None = None) -> OfflineProblem:
+def build_problem(instance: Instance, model: JctModel | None = None,
+                  stop_at: float | None = None) -> OfflineProblem:
     """Enumerate every job's options (deadline and horizon met) and the conflict rows; an
     :class:`~pacopt.infra.errors.InputError` when they would not fit in the memory available
-    (:func:`~pacopt.cluster.sizes.option_budget`)."""
+    (:func:`~pacopt.cluster.sizes.option_budget`), :class:`~pacopt.cluster.placers.OutOfTime`
+    when ``stop_at`` (a ``time.perf_counter()`` value) passes or a stop is requested first."""
     model = model or JctModel(instance.cluster, instance.model)
     cluster, horizon = instance.cluster, instance.horizon_ms
     patterns: dict[tuple[str, int], list[tuple[Placement, float, float]]] = {}
@@ -146,6 +178,8 @@ def build_problem(instance: Instance, model: JctModel | None = None) -> OfflineP
     for j, job in enumerate(instance.jobs):
         if len(options) > budget:
             raise options_too_many(len(options), j, len(instance.jobs))
+        if out_of_time(stop_at):
+            raise OutOfTime(f"building the offline problem at job {j} of {len(instance.jobs)}")
         by_job.append([])
         if horizon is not None and job.arrival_ms >= horizon:
             late.add(j)
@@ -158,7 +192,8 @@ def build_problem(instance: Instance, model: JctModel | None = None) -> OfflineP
             if not table.placed[d]:
                 continue
             if (job.graph, d) not in patterns:
-                patterns[job.graph, d] = pattern_options(graph, table.counts[d], model, cluster)
+                patterns[job.graph, d] = pattern_options(graph, table.counts[d], model, cluster,
+                                                         stop_at)
             for placement, jct, comm in patterns[job.graph, d]:
                 if scale != 1.0:  # as JctModel.timing scales them
                     jct, comm = jct * scale, comm * scale
@@ -168,15 +203,48 @@ def build_problem(instance: Instance, model: JctModel | None = None) -> OfflineP
                 options.append(Option(job=j, degree=d, placement=placement, jct_ms=jct,
                                       comm_overhead_ms=comm, start_ms=job.arrival_ms))
     return OfflineProblem(instance=instance, model=model, options=options, by_job=by_job,
-                          rows=conflict_rows(options, cluster.num_servers), late=late)
+                          rows=conflict_rows(options, cluster.num_servers, stop_at), late=late,
+                          capped=tiling(cluster) is not None)
 
 
-def pattern_options(graph, counts, model: JctModel, cluster: RampCluster):
-    """(placement, JCT, exposed communication) of every candidate footprint of ``graph`` at
-    per-op ``counts`` (:func:`~pacopt.cluster.placers.footprint_placements`, shared with the
-    online best-fit placer)."""
+def candidate_placements(graph, counts, cluster: RampCluster,
+                         deadline: float | None = None) -> list[Placement]:
+    """The candidate placements of ``graph`` at per-op ``counts``: every minimal footprint
+    (:func:`~pacopt.cluster.placers.footprint_placements`, shared with the online best-fit
+    placer), or on a tiled cluster those inside one tile, in every tile (module doc)."""
+    tiles = tiling(cluster)
+    if tiles is None:
+        return footprint_placements(graph, counts, cluster, deadline)
+    inside = footprint_placements(graph, counts, tiles.tile, deadline)
+    if len(inside) > (keep := max(1, CANDIDATE_CAP // tiles.num_tiles)):
+        inside = [inside[i] for i in _spread(inside, tiles.tile, keep)]
+    return [tiles.placement(p, t) for t in range(tiles.num_tiles) for p in inside]
+
+
+def _spread(placements: list[Placement], tile: RampCluster, keep: int) -> list[int]:
+    """``keep`` of ``placements`` (their indices, in order): in best fit's order on an empty
+    tile (the fewest weighted blocks broken first), those disjoint from every one taken before
+    them first, as a buddy allocator packs a region, then the next best."""
+    scorer = free_block_score(tile)
+    broken = scorer.hits(mask_array((p.mask for p in placements), tile)) @ scorer.weights
+    order = [int(i) for i in np.argsort(broken, kind="stable")]
+    taken, used = [], 0
+    for i in order:
+        if len(taken) < keep and not placements[i].mask & used:
+            taken.append(i)
+            used |= placements[i].mask
+    rest = [i for i in order if i not in set(taken)]
+    return sorted(taken + rest[:keep - len(taken)])
+
+
+def pattern_options(graph, counts, model: JctModel, cluster: RampCluster,
+                    deadline: float | None = None):
+    """(placement, JCT, exposed communication) of every candidate placement of ``graph`` at
+    per-op ``counts`` (:func:`candidate_placements`)."""
     out = []
-    for placement in footprint_placements(graph, counts, cluster):
+    for n, placement in enumerate(candidate_placements(graph, counts, cluster, deadline)):
+        if n % 64 == 0 and out_of_time(deadline):
+            raise OutOfTime(f"timing the candidates of {graph.name}")
         timing = model.timing(graph, counts, placement)
         out.append((placement, timing.jct_ms, timing.comm_overhead_ms))
     return out
@@ -204,10 +272,14 @@ def maximal_cliques(intervals: list[tuple[float, float]]) -> list[list[int]]:
     return cliques
 
 
-def conflict_rows(options: list[Option], num_servers: int) -> list[list[int]]:
-    """One row per (maximal instant, server) holding options of at least two jobs."""
+def conflict_rows(options: list[Option], num_servers: int,
+                  deadline: float | None = None) -> list[list[int]]:
+    """One row per (maximal instant, server) holding options of at least two jobs
+    (:class:`~pacopt.cluster.placers.OutOfTime` past ``deadline``)."""
     rows: list[list[int]] = []
     for active in maximal_cliques([(o.start_ms, o.end_ms) for o in options]):
+        if out_of_time(deadline):
+            raise OutOfTime("building the conflict rows")
         per_server: list[list[int]] = [[] for _ in range(num_servers)]
         for k in active:
             mask = options[k].mask

@@ -130,11 +130,11 @@ def best_warm_start(problem: OfflineProblem, policies: Iterable[Policy], *,
         return out_of_time(deadline)  # the deadline, or Ctrl-C
 
     if best_fit:
-        rules = []
+        rules, shared = [], {}
         for k in legal_degrees(problem.instance):
             if late():
                 break
-            rule = BestFit(problem, k)
+            rule = BestFit(problem, k, shared=shared)
             rules.append((offer(rule.name, rule.play()), rule))
         if rules and beam_until is not None:
             offer("beam search", beam_search(rules[0][1], deadline=beam_until))

@@ -139,10 +139,13 @@ class _BlockCounter:
 
     def __init__(self, cluster: RampCluster, sizes: tuple[int, ...]):
         self.wide = cluster.num_servers > 64
+        self.num_servers = cluster.num_servers
         self.masks = {}
         for m in sizes:
-            masks = [b.mask for b in cluster.blocks(m)] if m <= cluster.num_servers else []
-            self.masks[m] = masks if self.wide else np.array(masks, dtype=np.uint64)
+            blocks = cluster.blocks(m) if m <= cluster.num_servers else ()
+            # wide: each block's servers (a gather per occupancy, not a Python loop per block)
+            self.masks[m] = (np.asarray([b.servers for b in blocks], dtype=np.int32).reshape(
+                len(blocks), m) if self.wide else np.array([b.mask for b in blocks], dtype=np.uint64))
 
     def free_share(self, m: int, occupied: int) -> float:
         """Share of the size-``m`` blocks that are wholly free under ``occupied``."""
@@ -154,8 +157,11 @@ class _BlockCounter:
         if len(masks) == 0:
             return np.zeros(len(occupied))
         if self.wide:
-            return np.array([sum(1 for mask in masks if not mask & occ) / len(masks)
-                             for occ in occupied])
+            width = (self.num_servers + 7) // 8
+            busy = np.unpackbits(np.frombuffer(b"".join(occ.to_bytes(width, "little")
+                                                        for occ in occupied), np.uint8).reshape(
+                len(occupied), width), axis=1, bitorder="little")[:, :self.num_servers]
+            return (~busy[:, masks].any(axis=2)).sum(axis=1) / len(masks)
         occ = np.array(occupied, dtype=np.uint64)[:, None]
         return np.count_nonzero((masks[None, :] & occ) == 0, axis=1) / len(masks)
 

@@ -17,14 +17,16 @@ import time
 from pacopt.cluster.episode_stats import episode_metrics
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.jct import JctModel
+from pacopt.cluster.placers import OutOfTime
+from pacopt.cluster.simulator import simulate
 from pacopt.cluster.solution import Solution
 from pacopt.formulations.bound import solve_relaxation
 from pacopt.formulations.decomposition import BEAM_SHARE, ONLINE_SHARE, solve_decomposed
 from pacopt.formulations.offline import ExactResult, build_problem, to_solution
 from pacopt.formulations.warm import best_warm_start, online_policies
 from pacopt.infra.concurrency import available_cores
-from pacopt.infra.errors import InputError
-from pacopt.infra.interrupt import stop_requested
+from pacopt.infra.errors import InputError, warn
+from pacopt.infra.interrupt import out_of_time, stop_requested
 
 DEFAULT_TIME_LIMIT = 120.0
 #: What every exact result says about repeating it (``metrics["reproducibility"]``).
@@ -33,6 +35,12 @@ NOT_REPRODUCIBLE = ("not reproducible: time-limited search (the beam, the window
                     "another solution, usually with the same accepted count; online methods and "
                     "lp-round are reproducible from their seed")
 BOUND_TIME_LIMIT = 10.0  # seconds the bound method gives the relaxation's integer search
+#: Share of the time limit building the offline problem may take; past it the method returns
+#: the best online episode instead (:func:`online_fallback`).
+BUILD_SHARE = 0.5
+#: Share of the time limit the online episodes a capped problem's result is checked against
+#: may take (:func:`best_online_episode`).
+CHECK_SHARE = 0.05
 
 
 def learned_policies(instance: Instance):
@@ -59,7 +67,10 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
     started = time.perf_counter()
     limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
     with LiveLine(started, enabled=progress) as live:
-        problem = build_problem(instance, model)
+        try:
+            problem = build_problem(instance, model, stop_at=started + BUILD_SHARE * limit)
+        except OutOfTime as err:
+            return online_fallback(instance, method, model, started, limit, str(err))
         # every online method's episode, cheapest first, within a share of the time
         beam_until = time.perf_counter() + BEAM_SHARE * limit
         warm_method, start = best_warm_start(
@@ -84,6 +95,13 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
                                       online=[])  # played above
     bound = result.bound_accepted
     chosen = result.chosen if len(result.chosen) >= len(start) else start
+    if problem.capped and not stop_requested():
+        # capped candidates need not hold the online episodes' placements: keep the better
+        episode = best_online_episode(instance, model, time.perf_counter() + CHECK_SHARE * limit)
+        if episode.accepted > len(chosen):
+            return _online_result(instance, method, episode, bound, started, limit,
+                                  "the capped candidates held fewer jobs than an online episode",
+                                  quiet=True)
     status = "error" if result.status == "error" else (
         "optimal" if bound == len(chosen) else "feasible")
     solution = to_solution(problem, chosen, method=method, status=status, bound_accepted=bound,
@@ -99,6 +117,63 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
     solution.metrics["reproducible"] = False
     solution.metrics["reproducibility"] = NOT_REPRODUCIBLE
     return solution
+
+
+def online_fallback(instance: Instance, method: str, model: JctModel, started: float,
+                    limit: float, stage: str) -> Solution:
+    """What an exact method returns when its problem could not be built in time (or Ctrl-C
+    came first): the best online episode (:func:`best_online_episode`, until the time limit),
+    status ``feasible``, and as bound the jobs that
+    some degree can run within their deadline (``ddls``: one JCT per degree; ``physical``: every
+    decidable job). ``metrics["stopped"]`` says where it stopped; one warning line says so too."""
+    episode = best_online_episode(instance, model, started + limit)
+    bound = 0
+    for job in instance.jobs:
+        if instance.horizon_ms is not None and job.arrival_ms >= instance.horizon_ms:
+            continue
+        table = model.job_table(instance.graphs[job.graph], instance.work_scale(job))
+        bound += (instance.model.preset != "ddls"
+                  or bool((table.jct_ms[table.placed] <= instance.deadline_ms(job)).any()))
+    return _online_result(instance, method, episode, bound, started, limit,
+                          f"stopped while {stage}")
+
+
+def best_online_episode(instance: Instance, model: JctModel, deadline: float) -> Solution:
+    """The episode of :func:`online_policies` (in their order, at least one, more until
+    ``deadline`` or a stop request) that accepts the most jobs. Once a stop was requested an
+    episode rejects every job still to come (:func:`~pacopt.cluster.simulator.simulate`): what
+    is returned then is valid and says that nothing was reached."""
+    best = None
+    for policy in online_policies(instance):
+        if best is not None and out_of_time(deadline):
+            break
+        solution = simulate(instance, policy, seed=0, model=model)
+        if best is None or solution.accepted > best.accepted:
+            best = solution
+    return best
+
+
+def _online_result(instance: Instance, method: str, episode: Solution, bound: int,
+                   started: float, limit: float, why: str, quiet: bool = False) -> Solution:
+    """``episode`` reported as ``method``'s result with ``bound`` (``metrics["stopped"]``:
+    ``why``; a warning line too unless ``quiet``)."""
+    if not quiet:
+        warn(f"{method}: {why}; returning the best online episode ({episode.method}, "
+             f"{episode.accepted} accepted) and the bound {bound}")
+    played = episode.method
+    episode.method = method
+    episode.status = "optimal" if episode.accepted >= bound else "feasible"
+    episode.bound_accepted = bound
+    episode.gap = (bound - episode.accepted) / max(bound, 1)
+    episode.solve_seconds = time.perf_counter() - started
+    episode.time_limit = limit
+    episode.metrics = episode_metrics(instance, episode)
+    episode.metrics["stopped"] = why
+    episode.metrics["warm_start_method"] = played
+    episode.metrics["warm_start_accepted"] = episode.accepted
+    episode.metrics["reproducible"] = False
+    episode.metrics["reproducibility"] = NOT_REPRODUCIBLE
+    return episode
 
 
 def _backend(method: str):

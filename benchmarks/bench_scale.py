@@ -1,0 +1,179 @@
+"""The cost curve: every method on RAMP clusters of 32 to 1024 servers (issue 33).
+
+Clusters (C x R x S, servers): 4x4x2 (32, the paper's), 4x4x4 (64), 8x4x4 (128), 8x8x4 (256),
+16x8x4 (512), 16x16x4 (1024): 4 servers per rack from 64 up, groups and racks doubled in turn,
+so that from 128 up the cluster is made of 4x4x4 tiles (:mod:`pacopt.cluster.tiles`). The load
+scales with the cluster: the paper's workload (five PipeDream graphs, beta A, held-out seed
+10000) with jobs ``1000 x 32 / servers`` ms apart and no horizon, so every size sees the same
+offered load per server.
+
+Each run is its own process (peak RSS is the process's ``ru_maxrss``; tables and the timing
+cache warm from a first run in a fresh cache folder, so the times are of a warm cache, as a user
+running a study sees them). Online methods play ``--jobs`` arrivals (2001); ``bound`` and
+``cpsat`` (``--time-limit`` s, 2 threads) play ``--exact-jobs`` (300). Printed: time, peak
+memory, blocking; for the exact methods the incumbent and bound with the time each was first
+reached; then the fitted exponent of time against size per method (least squares on log-log),
+and the plot ``docs/img/scale.png``.
+
+    PACOPT_PIPEDREAM_DIR=... python benchmarks/bench_scale.py            # the full table
+    PACOPT_PIPEDREAM_DIR=... python benchmarks/bench_scale.py --quick    # 3 sizes, fewer jobs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SHAPES = {32: (4, 4, 2), 64: (4, 4, 4), 128: (8, 4, 4), 256: (8, 8, 4), 512: (16, 8, 4),
+          1024: (16, 16, 4)}
+#: (method, placer, preset): every online method family (one K each for the parametric ones)
+#: and each placer; compact needs the physical preset.
+ONLINE = [("sequential", None, "ddls"), ("para-max", None, "ddls"), ("para-min", None, "ddls"),
+          ("random", None, "ddls"), ("min-feasible", None, "ddls"), ("fixed:4", None, "ddls"),
+          ("fixed-or-min:8", None, "ddls"), ("tuned", None, "ddls"), ("elasticflow", None, "ddls"),
+          ("pac-ml", None, "ddls"), ("min-feasible", "best-fit", "ddls"),
+          ("tuned", "best-fit", "ddls"), ("min-feasible", "compact", "physical")]
+EXACT = ["bound", "cpsat"]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def instance(servers: int, jobs: int, preset: str):
+    """The scaled paper workload on the cluster of ``servers`` (module doc)."""
+    from pacopt.cluster.instance import instance_from_dict
+    from pacopt.cluster.paper_workload import paper_instance_dict
+
+    c, r, s = SHAPES[servers]
+    data = paper_instance_dict("A", 10000, jobs, preset, interarrival_ms=1000.0 * 32 / servers,
+                               horizon_ms=None)
+    data["cluster"] = {"communication_groups": c, "racks_per_group": r, "servers_per_rack": s}
+    return instance_from_dict(data, source=f"scale-{servers}")
+
+
+def run_one(spec: dict) -> dict:
+    """One run in this process (``--one``): the row of the table."""
+    from pacopt.solvers.api import solve
+
+    inst = instance(spec["servers"], spec["jobs"], spec["preset"])
+    started = time.perf_counter()
+    solution = solve(inst, spec["method"], seed=0, placement=spec["placer"],
+                     time_limit=spec.get("time_limit"), threads=2)
+    row = {**spec, "seconds": time.perf_counter() - started,
+           "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "blocking": solution.blocking_rate, "accepted": solution.accepted,
+           "bound": solution.bound_accepted, "status": solution.status,
+           "validated": solution.validated, "stopped": solution.metrics.get("stopped")}
+    trace = solution.metrics.get("trace") or []
+    row["incumbent_s"] = next((t for t, inc, _ in trace if inc == solution.accepted), None)
+    row["bound_s"] = next((t for t, _, b in trace if b == solution.bound_accepted), None)
+    return row
+
+
+def measure(spec: dict, env: dict) -> dict:
+    """:func:`run_one` in a fresh process (twice for online methods: the first warms the
+    cache)."""
+    command = [sys.executable, __file__, "--one", json.dumps(spec)]
+    runs = 1 if spec["method"] in EXACT else 2
+    for _ in range(runs):
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT,
+                              check=False)
+    if done.returncode:
+        return {**spec, "error": done.stderr.strip().splitlines()[-1:]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def exponent(sizes: list[int], seconds: list[float]) -> float:
+    """The slope of log(time) against log(size), least squares."""
+    xs, ys = [math.log(s) for s in sizes], [math.log(max(t, 1e-3)) for t in seconds]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else float("nan")
+
+
+def label(row: dict) -> str:
+    placer = f" @{row['placer']}" if row["placer"] else ""
+    return f"{row['method']}{placer}" + (" (physical)" if row["preset"] == "physical" else "")
+
+
+def plot(rows: list[dict], fits: dict[str, float], path: Path) -> None:
+    """Time against size, log-log, one line per method with its exponent."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for i, (name, slope) in enumerate(fits.items()):
+        points = sorted((r["servers"], r["seconds"]) for r in rows
+                        if label(r) == name and "seconds" in r)
+        ax.plot(*zip(*points), marker="o", linestyle=("-", "--", ":")[i // 10 % 3],
+                label=f"{name} (n^{slope:.2f})")  # 10 colours, then the next line style
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("servers")
+    ax.set_ylabel("seconds per episode (solve, validation included)")
+    ax.set_title("pacopt on RAMP clusters, load scaled with size")
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(True, which="both", alpha=0.3)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="sizes 32, 256 and 1024, 501 jobs, 100 exact jobs, 20 s limit")
+    parser.add_argument("--jobs", type=int, default=2001)
+    parser.add_argument("--exact-jobs", type=int, default=300)
+    parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--plot", default=str(ROOT / "docs" / "img" / "scale.png"))
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(run_one(json.loads(args.one))))
+        return
+    sizes = [32, 256, 1024] if args.quick else list(SHAPES)
+    jobs, exact_jobs, limit = ((501, 100, 20.0) if args.quick
+                               else (args.jobs, args.exact_jobs, args.time_limit))
+    env = {**os.environ, "PACOPT_CACHE_DIR": tempfile.mkdtemp(prefix="pacopt-scale-")}
+    rows = []
+    print(f"{'method':34s} {'servers':>7s} {'shape':>8s} {'jobs':>5s} {'s':>7s} {'MB':>6s} "
+          f"{'blocking':>8s} {'acc':>5s} {'bound':>5s} {'inc@s':>6s} {'bnd@s':>6s}")
+    specs = [{"method": m, "placer": p, "preset": pr, "jobs": jobs} for m, p, pr in ONLINE]
+    specs += [{"method": m, "placer": None, "preset": "ddls", "jobs": exact_jobs,
+               "time_limit": limit} for m in EXACT]
+    for spec in specs:
+        for servers in sizes:
+            row = measure({**spec, "servers": servers}, env)
+            rows.append(row)
+            shape = "x".join(map(str, SHAPES[servers]))
+            if "error" in row:
+                print(f"{label(row):34s} {servers:7d} {shape:>8s} error: {row['error']}")
+                continue
+            fmt = lambda v: "-" if v is None else f"{v:.1f}"
+            print(f"{label(row):34s} {servers:7d} {shape:>8s} {row['jobs']:5d} "
+                  f"{row['seconds']:7.2f} {row['rss_mb']:6.0f} {row['blocking']:8.3f} "
+                  f"{row['accepted']:5d} {fmt(row['bound']):>5s} {fmt(row['incumbent_s']):>6s} "
+                  f"{fmt(row['bound_s']):>6s}", flush=True)
+    fits = {}
+    for name in dict.fromkeys(label(r) for r in rows):
+        points = [(r["servers"], r["seconds"]) for r in rows if label(r) == name and "seconds" in r]
+        if len(points) >= 2:
+            fits[name] = exponent(*zip(*points))
+    print("\nfitted exponent of time against servers (time ~ servers^k):")
+    for name, slope in fits.items():
+        print(f"  {name:34s} k = {slope:.2f}")
+    plot(rows, fits, Path(args.plot))
+    print(f"plot: {args.plot}")
+
+
+if __name__ == "__main__":
+    main()

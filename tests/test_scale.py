@@ -1,0 +1,167 @@
+"""Large RAMP clusters (issue 33): the incremental first-free-block index, the tiling, capped
+offline candidates, and limits honoured while a large problem is built."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from offline_cases import CNN, TINY
+
+from pacopt.cluster import placers
+from pacopt.cluster.instance import instance_from_dict
+from pacopt.cluster.partition import op_counts
+from pacopt.cluster.placers import OutOfTime, check_explicit, footprints
+from pacopt.cluster.tiles import tiling
+from pacopt.cluster.topology import RampCluster
+from pacopt.formulations import offline
+from pacopt.formulations.cpsat import solve_cpsat
+from pacopt.formulations.offline import build_problem, candidate_placements
+from pacopt.infra.interrupt import request_stop, stoppable
+from pacopt.solvers.api import solve
+
+GRAPHS = {"cnn": {"file": CNN}, "tiny": TINY}
+
+
+def instance(shape, jobs, preset="ddls"):
+    c, r, s = shape
+    return instance_from_dict({
+        "cluster": {"communication_groups": c, "racks_per_group": r, "servers_per_rack": s},
+        "model": {"preset": preset}, "graphs": GRAPHS,
+        "jobs": [{"id": f"j{i}", "graph": g, "arrival_ms": a, "max_jct_fraction": b}
+                 for i, (g, a, b) in enumerate(jobs)]})
+
+
+def test_the_first_free_block_index_is_the_linear_scan():
+    cluster = RampCluster(8, 8, 4)
+    rng = random.Random(0)
+    occupied = 0
+    for step in range(1500):
+        if rng.random() < 0.02:
+            occupied = rng.getrandbits(cluster.num_servers)  # far away: a full recount
+        elif rng.random() < 0.5:
+            occupied |= 1 << rng.randrange(cluster.num_servers)
+        else:
+            occupied &= ~(1 << rng.randrange(cluster.num_servers))
+        for m in (1, 2, 4, 8, 16):
+            expected = next((b for b in cluster.blocks(m) if not b.mask & occupied), None)
+            assert cluster.free_block(m, occupied) is expected, (step, m)
+
+
+def test_tiles_are_translates_made_of_valid_blocks():
+    assert tiling(RampCluster()) is None  # the paper's cluster is one tile: nothing changes
+    assert tiling(RampCluster(4, 4, 4)) is None
+    tiles = tiling(RampCluster(8, 8, 4))
+    assert tiles.num_tiles == 4 and tiles.tile.describe() == "4x4x4"
+    cluster, seen = tiles.cluster, 0
+    for t in range(tiles.num_tiles):
+        for m in (1, 2, 4, 8, 9, 16):
+            for block in tiles.tile.blocks(m):
+                copy = tiles.block(block, t)
+                assert cluster.block_from_label(copy.label, m) == copy
+        whole = tiles.placement(placers.Placement((tiles.tile.blocks(64)[0],)), t).mask
+        assert tiles.local_masks(whole) == [tiles.tile.full_mask if u == t else 0
+                                            for u in range(tiles.num_tiles)]
+        seen |= whole
+    assert seen == cluster.full_mask
+
+
+def test_minimal_unions_match_the_pairwise_rule():
+    rng = random.Random(1)
+    for _ in range(200):
+        bits = rng.choice([8, 32, 64, 100])  # 100: the Python-integer path
+        masks = list({rng.getrandbits(bits) | 1 for _ in range(rng.randrange(1, 120))})
+        items = [({"i": i}, m) for i, m in enumerate(masks)]
+        kept = placers._minimal(list(items))
+        expected = [m for m in sorted(masks, key=int.bit_count)
+                    if not any(k & ~m == 0 and k != m for k in masks)]
+        assert sorted(m for _, m in kept) == sorted(expected)
+
+
+def test_enumeration_stops_at_a_stop_request():
+    """GNMT-like counts on 8x8x4 enumerate for minutes without the tiles: a stop from another
+    thread ends it within a second."""
+    cluster = RampCluster(8, 8, 4)
+    with stoppable():
+        timer = threading.Timer(0.3, request_stop)
+        timer.start()
+        started = time.perf_counter()
+        with pytest.raises(OutOfTime):
+            footprints((16, 9, 8, 6, 1), cluster)
+        assert time.perf_counter() - started < 2.0
+        timer.cancel()
+
+
+def test_building_a_large_problem_honours_its_deadline():
+    jobs = [("cnn", 50.0 * i, 0.5) for i in range(400)]
+    inst = instance((16, 16, 4), jobs)
+    started = time.perf_counter()
+    with pytest.raises(OutOfTime):
+        build_problem(inst, stop_at=started + 0.5)
+    assert time.perf_counter() - started < 3.0
+
+
+def test_an_exact_method_out_of_time_returns_a_validated_incumbent():
+    """The problem cannot be built in the limit: the best online episode comes back, validated,
+    with a bound and one line saying where the method stopped."""
+    jobs = [("cnn", 20.0 * i, 0.6) for i in range(300)]
+    started = time.perf_counter()
+    with pytest.warns(UserWarning, match="stopped while"):
+        solution = solve(instance((16, 16, 4), jobs), "cpsat", time_limit=1.0, threads=1, seed=0)
+    assert time.perf_counter() - started < 20.0
+    assert solution.validated and solution.status in ("optimal", "feasible")
+    assert solution.accepted > 0 and solution.bound_accepted >= solution.accepted
+    assert (solution.status == "optimal") == (solution.accepted == solution.bound_accepted)
+    assert "stopped" in solution.metrics
+
+
+def test_ctrl_c_while_building_returns_at_once():
+    jobs = [("cnn", 20.0 * i, 0.6) for i in range(300)]
+    inst = instance((16, 16, 4), jobs)
+    timer = threading.Timer(0.5, request_stop)
+    timer.start()
+    started = time.perf_counter()
+    with pytest.warns(UserWarning, match="stopped while"):
+        solution = solve(inst, "cpsat", time_limit=600.0, threads=1, seed=0)
+    assert time.perf_counter() - started < 15.0
+    assert solution.validated and solution.interrupted
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["cnn", "tiny"]), st.integers(0, 3000),
+                          st.sampled_from([0.3, 0.5, 0.7, 1.0])), min_size=1, max_size=6))
+def test_capped_candidates_are_valid_and_reach_the_full_optimum(jobs):
+    """On a 2-tile cluster (8x4x2) the capped candidates are valid RAMP placements and, on small
+    random instances, give the optimum of the full enumeration."""
+    jobs = sorted(jobs, key=lambda job: job[1])
+    inst = instance((8, 4, 2), jobs)
+    capped = build_problem(inst)
+    assert capped.capped
+    for option in capped.options:
+        graph = inst.graphs[inst.jobs[option.job].graph]
+        check_explicit(graph, op_counts(graph, option.degree, inst.model.quantum_ms),
+                       option.placement, inst.cluster, 0)
+    original = offline.tiling
+    offline.tiling = lambda cluster: None  # the full enumeration, as on an untiled cluster
+    try:
+        full = build_problem(inst)
+    finally:
+        offline.tiling = original
+    assert not full.capped and len(full.options) >= len(capped.options)
+    a = solve_cpsat(capped, time_limit=20, threads=1)
+    b = solve_cpsat(full, time_limit=20, threads=1)
+    assert a.status == b.status == "optimal"
+    assert len(a.chosen) == len(b.chosen)
+
+
+def test_candidates_on_one_tile_are_the_full_enumeration():
+    inst = instance((4, 4, 2), [("cnn", 0.0, 0.5)])
+    graph = inst.graphs["cnn"]
+    for d in (1, 2, 4, 8, 16):
+        counts = op_counts(graph, d, inst.model.quantum_ms)
+        assert candidate_placements(graph, counts, inst.cluster) == \
+            placers.footprint_placements(graph, counts, inst.cluster)
