@@ -632,12 +632,16 @@ def test_the_simulator_and_the_warm_starts_honour_a_stop_at_once(tmp_path):
     from pacopt.formulations.offline import build_problem
     from pacopt.formulations.warm import best_warm_start, online_policies
 
+    from pacopt.cluster.placers import OutOfTime
+
     instance = load_instance(bundled(tmp_path, 200))
+    problem = build_problem(instance)  # before the stop: building it honours one too
     with stoppable():
         request_stop()
         solution = simulate(instance, make_policy("min-feasible", instance), seed=0)
         assert all(job.reason == "rejected" for job in solution.jobs)
-        problem = build_problem(instance)
+        with pytest.raises(OutOfTime):
+            build_problem(instance)
 
         def never():
             raise AssertionError("pulled an extra policy after the stop")
