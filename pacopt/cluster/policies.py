@@ -434,6 +434,8 @@ class TunedGivenLabel:
 
     Not an online policy; kept to show what knowing the label is worth."""
 
+    reads_future = True  # the registry lists it as an oracle
+
     def __init__(self, instance: Instance | None = None) -> None:
         preset = instance.model.preset if instance is not None else "ddls"
         placer = instance.model.placement if instance is not None else "first-fit"

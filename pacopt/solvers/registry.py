@@ -37,13 +37,9 @@ class Method:
     kind: str
     description: str
     loader: str
-
-    @property
-    def reads_future(self) -> bool:
-        """A ``-given-label`` variant: it plays through the online simulator but reads the
-        instance's label, computed from every job's beta (future jobs included), so it is an
-        oracle, not an online policy (``tests/test_online_only.py``)."""
-        return self.name.endswith("-given-label")
+    #: An oracle that plays through the online simulator but reads every job's beta, future
+    #: jobs included (the ``-given-label`` variants; ``tests/test_online_only.py``).
+    reads_future: bool = False
 
     @property
     def online(self) -> bool:
@@ -68,7 +64,8 @@ def _first_paragraph(doc: str | None) -> str:
 
 _EXACT = "pacopt.solvers.exact_runner:run_exact"
 METHODS: dict[str, Method] = {m.name: m for m in [
-    *(Method(name, "online", _first_paragraph(cls.__doc__), "pacopt.cluster.policies:make_policy")
+    *(Method(name, "online", _first_paragraph(cls.__doc__), "pacopt.cluster.policies:make_policy",
+             reads_future=getattr(cls, "reads_future", False))
       for name, cls in POLICIES.items()),
     Method("pac-ml", "online", "the learned agent (GNN policy, PAC-ML's idea, trained by "
            "imitating a rollout teacher); unless --checkpoint, per decision the shipped "
@@ -77,7 +74,7 @@ METHODS: dict[str, Method] = {m.name: m for m in [
     Method("pac-ml-given-label", "online", "pac-ml given the instance's beta distribution "
            "label: an oracle that reads every job's beta, future jobs included, to pick one "
            "shipped checkpoint for the whole episode (pac-ml's former rule)",
-           "pacopt.learned.agent:learned_policy"),
+           "pacopt.learned.agent:learned_policy", reads_future=True),
     Method("lp-online", "online", "at each arrival an LP over the running jobs, the arriving job "
            "and sampled future arrivals; the arriving job's degree is rounded from it",
            "pacopt.formulations.lp_online:lp_online_policy"),
