@@ -361,7 +361,7 @@ class JctModel:
             scorer = free_block_score(tile)
             weights = scorer.free_weights(local)
             free = (menu.masks & as_mask(local, tile)) == 0
-            state = (free, menu.sparse_hits @ weights, float(weights.sum()))
+            state = (free, menu.broken(weights), float(weights.sum()))
             if len(self._tile_states) >= _TILE_STATE_CACHE_LIMIT:
                 self._tile_states.clear()
             self._tile_states[key] = state
