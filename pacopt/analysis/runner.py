@@ -21,10 +21,8 @@ a 2-thread exact solve takes 2 CPUs of the cluster.
 from __future__ import annotations
 
 import json
-import logging
 import multiprocessing
 import os
-import socket
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -42,10 +40,9 @@ from pacopt.infra.interrupt import (
     stoppable,
 )
 from pacopt.infra.progress import tqdm
+from pacopt.infra.ray_cluster import check_ray_address, ray_session
 from pacopt.infra.safe_write import prepare_folder, write_atomically
 
-#: Environment variables a Ray worker needs to see as the driver does (graph and cache folders).
-FORWARDED_ENV = ("PACOPT_PIPEDREAM_DIR", "PACOPT_CACHE_DIR")
 _MODELS: dict = {}  # per process: (cluster, model settings) -> JctModel, so tables are reused
 
 
@@ -168,34 +165,6 @@ def write_table(table: pd.DataFrame, out_dir: Path) -> None:
                          what="study output")
 
 
-# ----- Ray addresses -------------------------------------------------------------------------------
-#: Seconds to wait for a TCP answer at a ``--ray`` address before saying nothing is there.
-RAY_PROBE_SECONDS = 5.0
-#: Ray's own limits on joining a cluster, unless the user set them: its defaults retry for many
-#: minutes when the address answers but is not a Ray head (measured: 41 s with these).
-RAY_JOIN_LIMITS = {"RAY_gcs_server_port_wait_time_s": "1", "RAY_py_gcs_connect_timeout_s": "10"}
-
-
-def check_ray_address(address: str) -> None:
-    """InputError unless something answers at ``address`` (``host:port`` or
-    ``ray://host:port``; ``auto`` is Ray's to resolve) within :data:`RAY_PROBE_SECONDS`: Ray itself
-    would wait forever for a head that is not there."""
-    if address == "auto":
-        return
-    target = address.removeprefix("ray://")
-    host, sep, port = target.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise InputError(f"--ray: '{address}' is not an address: give HOST:PORT, "
-                         "ray://HOST:PORT or auto")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_PROBE_SECONDS):
-            pass
-    except OSError as err:
-        reason = "no answer" if isinstance(err, TimeoutError) else (err.strerror or str(err))
-        raise InputError(f"--ray: cannot reach a Ray cluster at '{address}' ({reason}); is one "
-                         "running there? (`ray start --head` prints its address)") from None
-
-
 # ----- executors: each yields (cell, row, result JSON) as cells finish -------------------------------
 def _on_pool(cells: list[Cell], workers: int) -> Iterator[tuple[Cell, dict, str | None]]:
     """A local process pool running at most ``workers`` CPUs' worth of cells (in this process
@@ -240,26 +209,7 @@ def _on_pool(cells: list[Cell], workers: int) -> Iterator[tuple[Cell, dict, str 
 def _on_ray(cells: list[Cell], address: str | None, num_cpus: int
             ) -> Iterator[tuple[Cell, dict, str | None]]:
     """Ray tasks, one per cell, each asking for the cell's CPUs (capped at the cluster's)."""
-    import ray
-
-    started_here = not ray.is_initialized()
-    if started_here:
-        env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
-        if address:
-            check_ray_address(address)
-            for name, value in RAY_JOIN_LIMITS.items():  # a port that is not Ray: fail, not hang
-                os.environ.setdefault(name, value)
-        try:
-            ray.init(address=address, num_cpus=None if address else num_cpus,
-                     include_dashboard=False, log_to_driver=False,
-                     logging_level=logging.ERROR,  # no token-auth notice, no "Started ..." line
-                     runtime_env={"env_vars": env} if env else None)
-        except (ConnectionError, RuntimeError, ValueError, TimeoutError) as err:
-            where = f"the Ray cluster at '{address}'" if address else "a local Ray instance"
-            raise InputError(f"--ray: cannot start or join {where}: "
-                             f"{str(err).splitlines()[0] if str(err) else type(err).__name__}"
-                             ) from None
-    try:
+    with ray_session(address, num_cpus) as ray:
         total = int(ray.cluster_resources().get("CPU", 1))
         task = ray.remote(run_cell)
         refs = {task.options(num_cpus=min(cell.cpus, total)).remote(cell): cell for cell in cells}
@@ -274,6 +224,3 @@ def _on_ray(cells: list[Cell], address: str | None, num_cpus: int
         finally:
             for ref in refs:
                 ray.cancel(ref)
-    finally:
-        if started_here:
-            ray.shutdown()

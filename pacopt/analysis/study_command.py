@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pacopt.infra.commandline import CommandParser, run_command
 from pacopt.infra.errors import InputError
+from pacopt.infra.ray_cluster import LOCAL, add_ray_option
 
 
 def study_parser() -> CommandParser:
@@ -22,9 +23,8 @@ def study_parser() -> CommandParser:
     parser.add_argument("--workers", type=int, metavar="N",
                         help="local processes, or CPUs of the local Ray instance (default: all "
                              "cores); 1 runs in this process")
-    parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
-                        help="run on Ray: a local instance, or the cluster at ADDRESS "
-                             "(e.g. auto, ray://host:10001)")
+    add_ray_option(parser, help="run on Ray: a local instance, or the cluster at ADDRESS "
+                                "(e.g. auto, ray://host:10001)")
     parser.add_argument("--no-plots", action="store_true", help="write the table only")
     parser.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     return parser
@@ -50,7 +50,7 @@ def study_command(argv: list[str]) -> int:
     out = Path(args.out) if args.out else Path(os.getcwd()) / f"{study.name}-results"
     if out.exists() and not out.is_dir():
         raise InputError(f"--out: '{out}' exists and is not a folder")
-    ray_address = None if args.ray in (None, "local") else args.ray
+    ray_address = None if args.ray in (None, LOCAL) else args.ray  # run_study checks it
     table = run_study(study, out, workers=args.workers, ray=args.ray is not None,
                       ray_address=ray_address, progress=not args.quiet, plots=not args.no_plots)
     failed = int((table["status"] == "error").sum()) if len(table) else 0

@@ -6,7 +6,9 @@ seeds, never the other way round:
   ``TRAIN_SEED_RANGE`` (which contains the tuning seeds);
 - ``HELD_OUT_SEEDS`` lie outside that range and are used only to evaluate and compare methods
   (one exception: which shipped ``pac-ml`` checkpoints play, a fine-tune or the general agent,
-  was decided on them, so for ``pac-ml`` they are not strictly held out).
+  was decided on them, so for ``pac-ml`` they are not strictly held out);
+- ``FRESH_SEEDS`` judge the learned agent's final tables and nothing else: every choice of what
+  ships is made on the validation seeds (in the training range) or the held-out seeds first.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ TRAIN_SEED_RANGE = (0, 10_000)
 TUNING_SEEDS = (0, 1, 2)
 #: Seeds kept for evaluation only: never used to train or tune anything.
 HELD_OUT_SEEDS = (10_000, 10_001, 10_002, 10_003, 10_004)
+#: Seeds for the final tables only (``benchmarks/bench_fresh.py``): never used to train, tune,
+#: select or decide what ships.
+FRESH_SEEDS = tuple(range(20_000, 20_020))
 
 
 def paper_instance_dict(dist: str = "A", seed: int = 0, num_jobs: int = 1001,

@@ -179,6 +179,8 @@ def simulate(instance: Instance, policy: Policy, *, seed: int | None = None,
     ``model`` lets callers share one :class:`JctModel` (and its caches) across episodes. Once a
     stop is requested (Ctrl-C; :mod:`pacopt.infra.interrupt`) every job still to come is
     rejected: the jobs decided so far stand, and the episode ends at once, complete and valid.
+    A policy with a ``result_metrics()`` method adds what it returns to the solution's metrics
+    (``pac-ml``: the checkpoints it played and their metadata).
     """
     started = time.perf_counter()
     episode = OnlineEpisode(instance, model, progress)
@@ -191,5 +193,8 @@ def simulate(instance: Instance, policy: Policy, *, seed: int | None = None,
             episode.decide(choice if isinstance(choice, Placed) else int(choice))
             bar.update(len(episode.records) - (0 if episode.done else 1) - bar.n)
     solution = episode.solution(policy.name, seed)
+    extra = getattr(policy, "result_metrics", None)  # a policy's own record (docstring)
+    if extra is not None:
+        solution.metrics.update(extra())
     solution.solve_seconds = time.perf_counter() - started
     return solution

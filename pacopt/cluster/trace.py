@@ -447,6 +447,31 @@ def _window(spec: TraceSpec, rows: list[TraceRow], max_degree: int, path: Path) 
     return start, min(start + n, len(rows))
 
 
+#: The windows the project's trace tables are measured on (``studies/trace.yaml``,
+#: ``docs/traces.md``): the first 1001 jobs, 1001 jobs from trace second 2,592,000, and the
+#: busiest 200 jobs. Training on traces draws its windows outside them.
+EVALUATION_WINDOWS = ({"num_jobs": 1001}, {"start_s": 2_592_000.0, "num_jobs": 1001},
+                      {"window": "busiest", "num_jobs": 200})
+
+
+def evaluation_rows(rows: list[TraceRow], max_degree: int = 16) -> list[tuple[int, int]]:
+    """The [start, stop) row ranges of :data:`EVALUATION_WINDOWS` in ``rows`` (a window that
+    does not fit the file is left out)."""
+    times = [r.submission_s for r in rows]
+    ranges = []
+    for window in EVALUATION_WINDOWS:
+        n = window["num_jobs"]
+        if window.get("window") == "busiest":
+            if n <= len(rows):
+                start = busiest_window(rows, n, max_degree)
+                ranges.append((start, start + n))
+            continue
+        start = bisect.bisect_left(times, window.get("start_s", 0.0))
+        if start < len(rows):
+            ranges.append((start, min(start + n, len(rows))))
+    return ranges
+
+
 def busiest_window(rows: list[TraceRow], n: int, max_degree: int = 16) -> int:
     """The first row index of the ``n`` consecutive rows with the most requested GPU-time
     (GPUs capped at ``max_degree``, times duration) per second between their first and last

@@ -9,5 +9,8 @@
 - :mod:`~pacopt.learned.train`: imitation warm start plus MaskablePPO, resumable, with a CSV
   curve;
 - :mod:`~pacopt.learned.agent`: the trained agent as a pacopt ``Policy`` (``--method pac-ml``)
-  and the shipped checkpoints.
+  and the shipped checkpoints;
+- :mod:`~pacopt.learned.checkpoint_meta`: what each checkpoint says about itself
+  (``pacopt.json``: format, code version, recipe, settings, ...) and the format check on load;
+- :mod:`~pacopt.learned.recipes`: the named recipes of ``pacopt train --recipe``.
 """

@@ -24,38 +24,50 @@ from gymnasium import spaces
 
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS
+from pacopt.cluster.placers import DEFAULT_PLACER
 from pacopt.cluster.policies import Decision
 from pacopt.cluster.recognise import BetaRecogniser, instance_distribution
-from pacopt.infra.checkpoint import load_checked
+from pacopt.infra.checkpoint import check_checkpoint, load_checked
 from pacopt.infra.errors import InputError
+from pacopt.learned.checkpoint_meta import check_format, read_metadata, summary
 from pacopt.learned.features import Observer
 from pacopt.learned.gnn import greedy_degree
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
+_IN_MEMORY = "network-in-memory"  # the path shown for a network handed over in memory
 
 
-def default_checkpoint(preset: str = "ddls", distribution: str | None = None) -> Path:
-    """The shipped checkpoint for ``preset``: the fine-tune of ``distribution`` if one is shipped,
-    else the general agent."""
-    if distribution is not None:
-        tuned = CHECKPOINT_DIR / f"{distribution}-{preset}.zip"
-        if tuned.is_file():
-            return tuned
-    path = CHECKPOINT_DIR / f"general-{preset}.zip"
-    if not path.is_file():
-        raise InputError(f"no shipped pac-ml checkpoint for preset '{preset}' ({path.name}); "
-                         "train one with `pacopt train` and pass --checkpoint")
-    return path
+def default_checkpoint(preset: str = "ddls", distribution: str | None = None,
+                       placer: str = DEFAULT_PLACER) -> Path:
+    """The shipped checkpoint for ``preset`` and ``placer``: the fine-tune of ``distribution`` if
+    one is shipped, else the general agent; those trained under ``placer`` first
+    (``<name>-<preset>-<placer>.zip``), then the first-fit ones (``<name>-<preset>.zip``: their
+    observations are the placer's own, so they play under any placer)."""
+    names = ([] if distribution is None else [distribution]) + ["general"]
+    suffixes = ([f"-{placer}"] if placer != DEFAULT_PLACER else []) + [""]
+    for suffix in suffixes:
+        for name in names:
+            path = CHECKPOINT_DIR / f"{name}-{preset}{suffix}.zip"
+            if path.is_file():
+                return path
+    raise InputError(f"no shipped pac-ml checkpoint for preset '{preset}' "
+                     f"(general-{preset}.zip); train one with `pacopt train` and pass --checkpoint")
 
 
 @lru_cache(maxsize=8)
 def load_checkpoint(path: str):
     """Load a MaskablePPO checkpoint's policy (cached). The file is checked first
     (:func:`pacopt.infra.checkpoint.check_checkpoint`: a zip with sb3's members, sound CRCs, a
-    :class:`~pacopt.learned.gnn.DegreePolicy`), and its spaces after loading (a dict observation,
-    a discrete action); anything wrong is an :class:`InputError` naming the file."""
+    :class:`~pacopt.learned.gnn.DegreePolicy`), then its checkpoint format, when its metadata
+    gives one (:func:`~pacopt.learned.checkpoint_meta.check_format`: another format is one line
+    naming the file, both formats and the recipe that rebuilds it; another code version of the
+    same format loads), and its spaces after loading (a dict observation, a discrete action);
+    anything wrong is an :class:`InputError` naming the file."""
     from sb3_contrib import MaskablePPO
 
+    check_checkpoint(path, "checkpoint", policy="pacopt.learned.gnn:DegreePolicy",
+                     kind="pacopt agent checkpoint")
+    check_format(path, "checkpoint")  # before loading: another layout fails deep in torch
     model = load_checked(path, lambda file: MaskablePPO.load(file, device="cpu"),
                          "checkpoint", policy="pacopt.learned.gnn:DegreePolicy",
                          kind="pacopt agent checkpoint")
@@ -94,15 +106,17 @@ class LearnedPolicy:
         :class:`InputError` here, before any episode starts."""
         self.recogniser: BetaRecogniser | None = None
         if network is not None:
-            paths = {None: Path("network-in-memory")}
+            paths = {None: Path(_IN_MEMORY)}
         elif checkpoint:
             paths = {None: Path(checkpoint)}
         else:
-            preset = instance.model.preset if instance is not None else "ddls"
+            preset, placer = ((instance.model.preset, instance.model.placement)
+                              if instance is not None else ("ddls", DEFAULT_PLACER))
             if given_label:
-                paths = {None: default_checkpoint(preset, instance_distribution(instance))}
+                paths = {None: default_checkpoint(preset, instance_distribution(instance),
+                                                  placer)}
             else:  # None: before the first guess
-                paths = {dist: default_checkpoint(preset, dist)
+                paths = {dist: default_checkpoint(preset, dist, placer)
                          for dist in (None, *PAPER_DISTRIBUTIONS)}
                 self.recogniser = BetaRecogniser()
         self._label = "pac-ml-given-label" if given_label and not checkpoint else "pac-ml"
@@ -113,6 +127,7 @@ class LearnedPolicy:
         self.checkpoint = self.paths[None]  # the one played before any guess
         self.policy = self.policies[None]
         self.name = self._name(self.checkpoint)  # the result records which checkpoint played
+        self.played: dict[str, None] = {}  # the checkpoints that decided jobs this episode
         # the network is tiny and sees one job at a time: extra torch threads only spin
         torch.set_num_threads(1)
         self._observers: dict[tuple, Observer] = {}
@@ -130,12 +145,14 @@ class LearnedPolicy:
         on)."""
         other = copy.copy(self)
         other._observers = {key: observer.fork() for key, observer in self._observers.items()}
+        other.played = dict(self.played)
         return other
 
     def reset(self, seed: int | None) -> None:
         """A new episode: forget the arrivals seen (the agent itself is deterministic)."""
         for observer in self._observers.values():
             observer.reset()
+        self.played = {}
         if self.recogniser is not None:
             self.recogniser.reset()
             self.checkpoint, self.policy = self.paths[None], self.policies[None]
@@ -174,7 +191,17 @@ class LearnedPolicy:
             guess = self.recogniser.guess
             self.checkpoint, self.policy = self.paths[guess], self.policies[guess]
             self.name = self._name(self.checkpoint)
+        self.played[self.checkpoint] = None
         mask = decision.worthwhile_mask()
         if mask.sum() == 1:
             return 0  # nothing but reject is worth choosing: skip the network
         return greedy_degree(self.policy, observer.observe(decision), mask)
+
+    def result_metrics(self) -> dict:
+        """What the episode's result records of the agent (the simulator adds it to
+        ``metrics``): ``checkpoints``, each checkpoint file that decided a job this episode ->
+        its metadata without the settings (:func:`~pacopt.learned.checkpoint_meta.summary`:
+        format, code version, recipe, seeds, rounds, steps, validation score, time), null for
+        a file written before checkpoints had metadata."""
+        return {"checkpoints": {Path(path).name: summary(read_metadata(path))
+                                for path in self.played if path != _IN_MEMORY}}

@@ -4,8 +4,9 @@ Each ``reset`` draws a new episode from a *workload family*: the base instance's
 graphs and horizon, with a fresh job stream whose beta distribution and seed are drawn from the
 family (by default the paper's four distributions and the training seed range of
 :mod:`pacopt.cluster.paper_workload`, so evaluation seeds are never seen). ``step(degree)`` decides the
-waiting job through :class:`~pacopt.cluster.simulator.OnlineEpisode` (first-fit on the live
-cluster, exactly as every other policy) and moves to the next arrival.
+waiting job through :class:`~pacopt.cluster.simulator.OnlineEpisode` (placed on the live cluster
+by the instance's placer, first fit by default, exactly as for every other policy: the agent
+chooses the degree, the placer where it goes) and moves to the next arrival.
 
 Rewards (``reward=``): ``"acceptance"`` (PAC-ML's, the default) +1 when the job is accepted and
 -1 when it is blocked for any reason; ``"accepted"`` +1 / 0; both times ``reward_scale`` (training
@@ -13,14 +14,14 @@ uses 1 - gamma, so that returns stay about 1 and the critic's loss does not swam
 gradient through the shared encoder). Both are known at decision time: a job's JCT is fixed when
 it is placed, so its fate (deadline, horizon) is too.
 
-``action_masks()`` (sb3-contrib's protocol) allows reject and the degrees that first-fit can
+``action_masks()`` (sb3-contrib's protocol) allows reject and the degrees that the placer can
 place now and that meet the deadline; every other degree blocks the job exactly as reject does.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import gymnasium as gym
@@ -34,7 +35,17 @@ from pacopt.cluster.paper_workload import (
     TRAIN_SEED_RANGE,
     paper_instance_dict,
 )
+from pacopt.cluster.placers import DEFAULT_PLACER
 from pacopt.cluster.simulator import OnlineEpisode
+from pacopt.cluster.trace import (
+    DEFAULT_LOAD,
+    DEFAULT_MODELS,
+    DEFAULT_NUM_JOBS,
+    TraceSpec,
+    evaluation_rows,
+    expand_trace,
+    read_trace,
+)
 from pacopt.cluster.workload import generate_jobs
 from pacopt.infra.errors import InputError
 from pacopt.learned.features import Observer
@@ -56,9 +67,11 @@ class WorkloadFamily:
     @classmethod
     def paper(cls, distributions: tuple[str, ...] = PAPER_DISTRIBUTIONS, preset: str = "ddls",
               num_jobs: int = 1001, seed_range: tuple[int, int] = TRAIN_SEED_RANGE,
-              **kwargs) -> WorkloadFamily:
-        """The paper's workload family (see :func:`pacopt.cluster.paper_workload.paper_instance_dict`)."""
+              placement: str = DEFAULT_PLACER, **kwargs) -> WorkloadFamily:
+        """The paper's workload family (see :func:`pacopt.cluster.paper_workload.paper_instance_dict`)
+        under ``placement``."""
         data = paper_instance_dict("A", 0, num_jobs, preset, **kwargs)
+        data["model"]["placement"] = placement
         return cls.from_instance_data(data, distributions=distributions, seed_range=seed_range,
                                       source="paper")
 
@@ -93,6 +106,71 @@ class WorkloadFamily:
         distribution = self.distributions[int(rng.integers(len(self.distributions)))]
         seed = int(rng.integers(*self.seed_range))
         return self.instance(distribution, seed), {"distribution": distribution, "seed": seed}
+
+
+@dataclass
+class TraceFamily(WorkloadFamily):
+    """Episodes that are windows of real job traces (:mod:`pacopt.cluster.trace`): each
+    "distribution" is one trace file (labelled by its name, e.g. ``cluster02``), and an episode's
+    seed picks a window of ``workload["trace"]["num_jobs"]`` consecutive jobs that overlaps none of
+    the windows the project's trace tables are measured on
+    (:data:`~pacopt.cluster.trace.EVALUATION_WINDOWS`), and seeds its draws."""
+
+    files: dict[str, Path] = field(default_factory=dict)
+
+    @classmethod
+    def from_files(cls, files, preset: str = "ddls", placement: str = DEFAULT_PLACER,
+                   num_jobs: int = DEFAULT_NUM_JOBS, load: float = DEFAULT_LOAD,
+                   fmt: str = "elasticflow",
+                   seed_range: tuple[int, int] = TRAIN_SEED_RANGE) -> TraceFamily:
+        """The family of trace ``files`` (format ``fmt``) replayed at ``load`` on the 4x4x2
+        cluster under ``preset`` and ``placement``. A file that cannot be read, or that has no
+        window outside the evaluation windows, is an :class:`InputError` naming it."""
+        paths = {Path(f).stem: Path(f) for f in files}
+        if len(paths) != len(files) or not paths:
+            raise InputError("--trace: give one or more trace files with distinct names")
+        trace = {"format": fmt, "num_jobs": num_jobs, "load": load}
+        data = {"model": {"preset": preset, "placement": placement},
+                "workload": {"trace": {**trace, "file": str(next(iter(paths.values()))),
+                                       "num_jobs": 1, "load": None}}}
+        base = instance_from_dict(data, source="trace")  # checks the settings and the first file
+        family = cls(replace(base, jobs=[]), {"trace": trace}, tuple(paths), seed_range,
+                     files=paths)
+        for label in paths:
+            family._starts(label)  # each file read and checked now, not in the first episode
+        return family
+
+    def _rows(self, label: str):
+        fmt = self.workload["trace"]["format"]
+        return read_trace(self.files[label], fmt,
+                          DEFAULT_MODELS if fmt == "elasticflow" else None)
+
+    def _starts(self, label: str) -> np.ndarray:
+        """First rows of the windows training may use: clear of the evaluation windows, and
+        the first row of their submission second (a window starts at a time)."""
+        rows = self._rows(label)
+        n = self.workload["trace"]["num_jobs"]
+        ok = np.ones(max(len(rows) - n + 1, 0), dtype=bool)
+        for start, stop in evaluation_rows(rows, self.base.model.max_partitions_per_op):
+            ok[max(start - n + 1, 0):stop] = False
+        times = np.array([r.submission_s for r in rows])
+        ok[1:] &= times[1:len(ok)] > times[:len(ok) - 1]
+        starts = np.flatnonzero(ok)
+        if not len(starts):
+            raise InputError(f"--trace: '{self.files[label]}' has no window of {n} jobs outside "
+                             "the evaluation windows (docs/traces.md)")
+        return starts
+
+    def instance(self, distribution: str, seed: int) -> Instance:
+        """The window of trace ``distribution`` (a file's label) that ``seed`` picks."""
+        rows, starts = self._rows(distribution), self._starts(distribution)
+        start = int(starts[np.random.default_rng(seed).integers(len(starts))])
+        spec = TraceSpec.parse({**self.workload["trace"], "file": str(self.files[distribution]),
+                                "start_s": rows[start].submission_s, "seed": int(seed)},
+                               ("workload", "trace"))
+        replay = expand_trace(spec, self.base.graphs, self.base.cluster, self.base.model)
+        return replace(self.base, graphs={**self.base.graphs, **replay.graphs}, jobs=replay.jobs,
+                       source=f"trace-{distribution}-seed{seed}")
 
 
 class PartitionEnv(gym.Env):

@@ -27,6 +27,8 @@
 The output folder holds ``latest.zip`` (saved at every evaluation and at the end; ``resume``
 continues from it, step count, curve and best score included), ``best.zip``, ``curve.csv`` (one
 row per finished training episode, and one per validation) and ``run.json`` (the settings).
+Each checkpoint carries its metadata, ``pacopt.json`` in the zip (format, code version, recipe,
+settings, seeds, rounds, steps, validation score, time: :mod:`pacopt.learned.checkpoint_meta`).
 
 The run's settings, which are also the ``pacopt train`` command line, are
 :class:`~pacopt.learned.train_config.TrainConfig`.
@@ -34,6 +36,7 @@ The run's settings, which are also the ``pacopt train`` command line, are
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import json
@@ -41,7 +44,9 @@ import math
 import multiprocessing
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, wait
+from contextlib import closing, contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -59,6 +64,7 @@ from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
 from pacopt.cluster.paper_workload import TRAIN_SEED_RANGE
+from pacopt.cluster.placers import DEFAULT_PLACER
 from pacopt.cluster.policies import make_policy, tuned_choice
 from pacopt.cluster.rollout import SAMPLED_FUTURES, SAMPLED_HORIZON, Rollout
 from pacopt.infra.checkpoint import load_checked
@@ -71,8 +77,10 @@ from pacopt.infra.interrupt import (
     stoppable,
 )
 from pacopt.infra.progress import tqdm
+from pacopt.infra.ray_cluster import ray_address, ray_session
 from pacopt.infra.safe_write import prepare_folder, write_atomically
 from pacopt.learned.agent import LearnedPolicy, load_checkpoint
+from pacopt.learned.checkpoint_meta import embed_metadata, run_metadata
 from pacopt.learned.env import PartitionEnv, WorkloadFamily
 from pacopt.learned.gnn import DegreePolicy, greedy_degree
 from pacopt.learned.train_config import TrainConfig, read_run_state
@@ -144,11 +152,14 @@ def greedy_chooser(policy: DegreePolicy):
 
 def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
                     family: WorkloadFamily | None = None, seed: int = 0,
-                    temperature: float = 0.25, student=None, label_every: int = 1):
+                    temperature: float = 0.25, student=None, label_every: int = 1,
+                    placer: str = DEFAULT_PLACER):
     """``teacher`` for :func:`play`: a heuristic's degree (``tuned`` resolves per distribution);
     ``lookahead``: the hindsight rollout teacher over ``tuned`` (:mod:`pacopt.cluster.rollout`;
     training episodes only); ``rollout``: the rollout teacher over ``tuned`` on job streams
-    sampled from ``family`` (training seeds drawn with ``seed``); ``agent:PATH``, a trained
+    sampled from ``family`` (training seeds drawn with ``seed``), ``rollout:POLICY`` over another
+    fixed rule or heuristic (e.g. ``min-feasible`` on traces, where ``tuned`` has no
+    distribution); ``agent:PATH``, a trained
     agent's greedy degree, where ``{dist}`` in PATH becomes the distribution (distilling
     per-distribution agents into one); ``improve``: policy improvement of ``student`` (the
     network being trained, :class:`~pacopt.learned.agent.LearnedPolicy` forks it), the rollout
@@ -156,13 +167,15 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
     a student yet: ``rollout``); or one of these per distribution, ``A=agent:a.zip,B=tuned,C=...``.
 
     A rollout teacher's target is soft: each scored degree's rollout score minus the base
-    policy's, over ``temperature`` (module doc); the others name one degree (:func:`one_hot`)."""
+    policy's, over ``temperature`` (module doc); the others name one degree (:func:`one_hot`).
+    ``tuned``, as a teacher or a rollout's base, is the one tuned for ``preset`` and ``placer``
+    (the episodes' placer)."""
     if "=" in name:  # one teacher per distribution: "A=agent:a.zip,B=tuned,..."
         choice = dict(pair.split("=", 1) for pair in name.split(","))
         if distribution not in choice:
             raise InputError(f"teacher '{name}' names no teacher for distribution {distribution}")
         return teacher_chooser(choice[distribution], distribution, preset, family, seed,
-                               temperature, student, label_every)
+                               temperature, student, label_every, placer)
     if name == "improve" and student is not None:
         if family is None:
             raise InputError("the improve teacher needs the workload family to sample from")
@@ -170,6 +183,7 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
         futures = [family.instance(distribution, int(s)).jobs for s in seeds]
         return RolloutTarget(Rollout(LearnedPolicy(network=student), STUDENT_HORIZON, futures),
                              temperature, label_every)
+    name, _, base = name.partition(":") if name.startswith("rollout:") else (name, "", "")
     if name in ("lookahead", "rollout", "improve"):
         futures = None
         if name != "lookahead":
@@ -177,12 +191,12 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
                 raise InputError("the rollout teacher needs the workload family to sample from")
             seeds = np.random.default_rng(seed).integers(*family.seed_range, SAMPLED_FUTURES)
             futures = [family.instance(distribution, int(s)).jobs for s in seeds]
-        return RolloutTarget(Rollout(make_policy(tuned_choice(distribution, preset)),
+        return RolloutTarget(Rollout(make_policy(base or tuned_choice(distribution, preset, placer)),
                                      SAMPLED_HORIZON if futures else 40, futures), temperature)
     if name.startswith("agent:"):  # a trained agent per distribution: distillation
         policy = load_checkpoint(name[len("agent:"):].format(dist=distribution))
         return lambda env, obs, mask: one_hot(greedy_degree(policy, obs, mask), len(mask))
-    policy = make_policy(tuned_choice(distribution, preset) if name == "tuned" else name)
+    policy = make_policy(tuned_choice(distribution, preset, placer) if name == "tuned" else name)
     policy.reset(0)
     return lambda env, obs, mask: one_hot(_allowed(policy.choose(env.episode.decision), mask),
                                           len(mask))
@@ -230,26 +244,23 @@ def weights(policy: DegreePolicy) -> dict[str, torch.Tensor]:
 
 # ----- the warm start ---------------------------------------------------------------------------
 def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator,
-               log=print, evaluate=None, deadline: float | None = None) -> None:
+               log=print, evaluate=None, deadline: float | None = None,
+               ray: str | None = None) -> None:
     """Imitate the teacher (module doc): ``warm_episodes`` teacher episodes per distribution,
     then ``dagger_rounds`` rounds in which the policy drives and the teacher labels the states
     it visits (so the policy learns to recover from its own mistakes); after each round the
     policy is fitted again, from its initial weights, to everything collected, and
     ``evaluate()`` (if given) scores it. The episodes of a round are played by ``config.envs``
-    processes side by side (a rollout teacher takes about a minute each).
+    processes side by side (a rollout teacher takes about a minute each), or with ``ray``
+    (``"local"`` or a cluster address) as Ray tasks (:func:`_labeller`); the labels are the same.
 
     The first round always runs; a DAgger round only when, at the pace of the rounds so far, it
     would end before ``deadline`` (a ``time.time()`` value)."""
     data: list = []
     policy = model.policy
     initial = weights(policy)
-    context = multiprocessing.get_context("spawn")
-    stopped = context.Event()  # set on Ctrl-C: the workers' episodes end early (_label_all)
-    pool = (ProcessPoolExecutor(config.envs, mp_context=context, initializer=follow_stop,
-                                initargs=(stopped,))
-            if config.envs > 1 and config.subprocess else None)
     started, played = time.time(), 0
-    try:
+    with _labeller(config, ray) as label:
         for round_ in range(1 + config.dagger_rounds):
             if stop_requested():  # Ctrl-C: no new round
                 return
@@ -261,8 +272,8 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
             played += count
             driver = None if round_ == 0 else weights(policy)
             tasks = [(config, dist, int(rng.integers(*TRAIN_SEED_RANGE)), int(rng.integers(2**31)),
-                      driver) for dist in config.distributions for _ in range(count)]
-            results = _label_all(pool, tasks, stopped)
+                      driver) for dist in config.labels for _ in range(count)]
+            results = _label_all(label, tasks)
             if results is None:  # Ctrl-C
                 return
             for (_, dist, seed, _, _), (blocking, steps) in zip(tasks, results):
@@ -275,9 +286,6 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
                 evaluate()
             if stop_requested():
                 return
-    finally:
-        if pool:
-            _shut_down(pool)
 
 
 #: Seconds a warm-start worker gets to end its episode after Ctrl-C before it is terminated (a
@@ -300,27 +308,91 @@ def _shut_down(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _label_all(pool: ProcessPoolExecutor | None, tasks: list, stopped) -> list | None:
-    """:func:`_label_episode` of every task, in order (in ``pool`` if given); None as soon as a
-    stop is requested (Ctrl-C). The pool's workers never see Ctrl-C themselves (they start with
-    it ignored, so they print nothing); ``stopped`` (an Event they follow, :func:`follow_stop`)
-    ends their episodes at the next decision."""
-    if pool is None:
-        results = []
-        for task in tasks:
-            results.append(_label_episode(task))
+@contextmanager
+def _labeller(config: TrainConfig, ray: str | None = None
+              ) -> Iterator[Callable[[list], Iterator[tuple[float, list]]]]:
+    """Where the warm start's episodes are played, for the whole warm start (the one place that
+    chooses): the block gets ``label(tasks)``, which yields :func:`_label_episode` of each task
+    in task order, and stops yielding on a stop request (Ctrl-C). With ``ray`` (``"local"``: a
+    local Ray instance of ``config.envs`` CPUs; else a cluster's address) each episode is a Ray
+    task; else, with ``config.envs`` > 1 (and ``subprocess``), a pool of ``config.envs``
+    processes; else this process plays them one after another. The same tasks give the same
+    results on each."""
+    if ray is not None:
+        with ray_session(ray_address(ray), config.envs) as ray_module:
+            yield lambda tasks: _on_ray(ray_module, tasks)
+        return
+    if config.envs <= 1 or not config.subprocess:
+        yield _in_turn
+        return
+    context = multiprocessing.get_context("spawn")
+    stopped = context.Event()  # set on Ctrl-C: the workers' episodes end early (follow_stop)
+    pool = ProcessPoolExecutor(config.envs, mp_context=context, initializer=follow_stop,
+                               initargs=(stopped,))
+    try:
+        yield lambda tasks: _on_pool(pool, stopped, tasks)
+    finally:
+        _shut_down(pool)
+
+
+def _label_all(label, tasks: list) -> list | None:
+    """:func:`_label_episode` of every task, in order, through ``label`` (:func:`_labeller`);
+    None as soon as a stop is requested (Ctrl-C)."""
+    results = []
+    with closing(label(tasks)) as each:  # closed early: what is still running is dropped
+        for result in each:
             if stop_requested():
                 return None
-        return results
+            results.append(result)
+    return None if stop_requested() or len(results) < len(tasks) else results
+
+
+def _in_turn(tasks: list) -> Iterator[tuple[float, list]]:
+    """The episodes in this process, one after another (an episode ends early on Ctrl-C)."""
+    for task in tasks:
+        yield _label_episode(task)
+        if stop_requested():
+            return
+
+
+def _on_pool(pool: ProcessPoolExecutor, stopped, tasks: list) -> Iterator[tuple[float, list]]:
+    """The episodes on ``pool``, yielded in task order. Its workers never see Ctrl-C themselves
+    (they start with it ignored, so they print nothing); on a stop request, ``stopped`` (an
+    Event they follow, :func:`follow_stop`) ends their episodes at the next decision."""
     with children_ignore_interrupts():  # the workers start at the first submit
         futures = [pool.submit(_label_episode, task) for task in tasks]
-    pending = set(futures)
-    while pending:
-        _, pending = wait(pending, timeout=0.25)
+    try:
+        for future in futures:
+            while not wait([future], timeout=0.25).done and not stop_requested():
+                pass
+            if stop_requested():
+                return
+            yield future.result()
+    finally:
         if stop_requested():
             stopped.set()
-            return None
-    return [future.result() for future in futures]
+
+
+def _on_ray(ray, tasks: list) -> Iterator[tuple[float, list]]:
+    """The episodes as Ray tasks (one CPU each), yielded in task order; on a stop request, or
+    when the caller stops reading, the unfinished ones are cancelled (``ray.cancel``). The
+    results are copied out of Ray's object store (its arrays are read-only views that must not
+    outlive the session)."""
+    task = ray.remote(_label_episode)
+    refs = [task.remote(each) for each in tasks]
+    done = 0
+    try:
+        for ref in refs:
+            while not ray.wait([ref], timeout=0.25)[0] and not stop_requested():
+                pass
+            if stop_requested():
+                return
+            result = copy.deepcopy(ray.get(ref))
+            done += 1
+            yield result
+    finally:
+        for ref in refs[done:]:
+            ray.cancel(ref)
 
 
 def _label_episode(task) -> tuple[float, list]:
@@ -341,7 +413,8 @@ def _label_episode(task) -> tuple[float, list]:
         drive = greedy_chooser(policy)
     teacher = teacher_chooser(config.teacher, dist, config.preset, env.family, teacher_seed,
                               config.teacher_temperature, student=policy,
-                              label_every=config.label_every if driver is not None else 1)
+                              label_every=config.label_every if driver is not None else 1,
+                              placer=config.placement)
     blocking, steps = play(env, drive, dist, seed, teacher)
     return blocking, [step for step in _with_returns(steps, config.gamma) if step[1] is not None]
 
@@ -481,7 +554,7 @@ class _Validation(EventCallback):
     def _on_step(self) -> bool:
         if self.env is None:
             self.env = self.config.env()
-        score = validate_policy(self.env, self.model.policy, self.config.distributions,
+        score = validate_policy(self.env, self.model.policy, self.config.labels,
                                 self.config.validation_seeds)
         if stop_requested():  # Ctrl-C: no score; the run is saved by train
             return True
@@ -489,7 +562,7 @@ class _Validation(EventCallback):
                                  "seconds": _elapsed(self.state), "blocking_rate": score})
         if self.state.get("best_score") is None or score < self.state["best_score"]:
             self.state["best_score"] = score  # unrounded: a tie must not replace the first
-            save_model(self.model, self.out / "best.zip")
+            save_model(self.model, self.out / "best.zip", self.state)
             self.best_weights = weights(self.model.policy)
         return self._on_event()
 
@@ -590,16 +663,22 @@ class _PpoStatistics(KVWriter):
         pass
 
 
-def save_model(model: MaskablePPO, path: Path) -> None:
+def save_model(model: MaskablePPO, path: Path, state: dict | None = None) -> None:
     """``model.save(path)``, atomically (:func:`~pacopt.infra.safe_write.write_atomically`: a
-    kill or a full disk never leaves half a checkpoint, nor replaces a good one)."""
-    write_atomically(path, lambda tmp: model.save(tmp), what="training output")
+    kill or a full disk never leaves half a checkpoint, nor replaces a good one), with the run's
+    metadata (``pacopt.json``: :mod:`pacopt.learned.checkpoint_meta`) from ``state`` if given."""
+    def write(tmp: Path) -> None:
+        model.save(tmp)
+        if state is not None:
+            embed_metadata(tmp, run_metadata(state, model.num_timesteps))
+
+    write_atomically(path, write, what="training output")
 
 
 def save_state(model: MaskablePPO, out: Path, state: dict) -> None:
     """Write ``latest.zip`` and the run state ``run.json`` (each atomically, the checkpoint
     first: a ``run.json`` never describes a checkpoint that is not there)."""
-    save_model(model, out / "latest.zip")
+    save_model(model, out / "latest.zip", state)
     now = time.time()
     state["seconds"] += now - state["started"]
     state["started"] = now
@@ -607,15 +686,22 @@ def save_state(model: MaskablePPO, out: Path, state: dict) -> None:
     write_atomically(out / "run.json", json.dumps(state, indent=1), what="training output")
 
 
-def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print) -> Path:
+def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print,
+          recipe: str | None = None, overrides: dict | None = None,
+          ray: str | None = None) -> Path:
     """Train (or, with ``resume``, continue) an agent into ``out``; returns the best checkpoint.
+    ``recipe`` (the ``--recipe`` that set ``config``, :mod:`pacopt.learned.recipes`) and
+    ``overrides`` (the settings given besides it) are recorded in ``run.json`` and in each
+    checkpoint's metadata (:mod:`pacopt.learned.checkpoint_meta`), with the imitation rounds
+    fitted so far. ``ray`` (``"local"`` or a cluster's address; not a setting of the run, so
+    not recorded) plays the warm start's episodes as Ray tasks (:func:`warm_start`).
 
     ``config.minutes`` bounds this call's wall time (the warm start's first round always runs,
     its DAgger rounds only when they fit); ``max_steps`` the total environment steps.
 
     Everything handed over is checked before any work (one :class:`InputError` line): ``out``
-    (a folder that can be written; without ``resume`` not holding a run already), ``--init``'s
-    checkpoint, and with ``resume`` the run's ``run.json`` and ``latest.zip``
+    (a folder that can be written; without ``resume`` not holding a run already), the workload
+    family (its graphs, its trace files), ``--init``'s checkpoint, and with ``resume`` the run's ``run.json`` and ``latest.zip``
     (:func:`~pacopt.learned.train_config.read_run_state`). Ctrl-C (or any stop request) ends the
     run within seconds: it is saved as it stands (``latest.zip`` and ``run.json``, resumable;
     ``best.zip`` as scored so far), and KeyboardInterrupt is raised.
@@ -623,6 +709,8 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print)
     out = Path(out)
     started = time.time()
     deadline = started + 60 * config.minutes
+    config.family()  # its graphs and trace files checked here: in a worker they are a traceback
+    ray_address(ray)  # a --ray address with nothing there: one line now, not after the set-up
     if config.init and not resume:  # the network takes the shape of the one it starts from
         initial = load_checkpoint(str(Path(config.init).resolve()))
         config = replace(config, spill=initial.features_extractor.spill)
@@ -633,7 +721,8 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print)
         if (out / "latest.zip").exists():
             raise InputError(f"'{out}' already holds a training run; use --resume or another --out")
         created = prepare_folder(out, "--out")
-        state = {"config": asdict(config), "seconds": 0.0, "best_score": None}
+        state = {"config": asdict(config), "seconds": 0.0, "best_score": None, "rounds": 0,
+                 "recipe": recipe, "recipe_overrides": overrides or {}}
     state["started"] = started
     torch.set_num_threads(config.torch_threads)
     torch.manual_seed(config.seed)
@@ -669,8 +758,12 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print)
                     model.policy.load_state_dict(
                         load_checkpoint(str(Path(config.init).resolve())).state_dict())
                 if config.teacher and config.warm_episodes and not config.init:
-                    warm_start(model, config, rng, log, evaluate=validation.on_step,
-                               deadline=deadline)
+                    def evaluate() -> None:  # after each fitted round (its checkpoints say so)
+                        state["rounds"] = state.get("rounds", 0) + 1
+                        validation.on_step()
+
+                    warm_start(model, config, rng, log, evaluate=evaluate, deadline=deadline,
+                               ray=ray)
                     if validation.best_weights is not None:  # PPO goes on from the best
                         model.policy.load_state_dict(validation.best_weights)
                 else:

@@ -2,9 +2,13 @@
 
 The options are :class:`~pacopt.learned.train_config.TrainConfig`'s fields that carry an
 :class:`~pacopt.learned.train_config.Option` (flag, help, range): their defaults and range checks live
-there; this module adds only ``--out`` and ``--resume``, which are not settings of the run.
-``--resume`` continues the run with the settings ``run.json`` recorded (budget flags aside:
-:data:`~pacopt.learned.train_config.RESUME_OVERRIDES`). Ctrl-C saves the run and exits 130.
+there; this module adds only ``--out``, ``--resume``, ``--recipe``, ``--list-recipes`` and
+``--ray`` (where the warm start's episodes run, which may change on ``--resume``), which are not
+settings of the run. ``--resume`` continues the run with the settings ``run.json``
+recorded (budget flags aside: :data:`~pacopt.learned.train_config.RESUME_OVERRIDES`).
+``--recipe NAME`` (:mod:`pacopt.learned.recipes`) sets the defaults of the flags to a named
+recipe's; a recipe with steps runs them in order into subfolders of ``--out``
+(:func:`_train_steps`). Ctrl-C saves the run and exits 130.
 """
 
 from __future__ import annotations
@@ -15,44 +19,176 @@ from pathlib import Path
 
 from pacopt.infra.commandline import command_parser
 from pacopt.infra.errors import InputError
+from pacopt.infra.ray_cluster import add_ray_option, ray_address
 
 
 def train_command(argv: list[str]) -> int:
-    """``pacopt train --dist A|B|C|D|all [--preset P] [--minutes N] [--out DIR] [--resume]``."""
-    from pacopt.infra.checkpoint import check_checkpoint
-    from pacopt.infra.safe_write import check_output_folder
+    """``pacopt train [--recipe NAME] --dist A|B|C|D|all [--preset P] [--minutes N] [--out DIR]
+    [--resume]``, or ``pacopt train --list-recipes``."""
+    from pacopt.learned.recipes import get_recipe, recipe_lines
     from pacopt.learned.train_config import TrainConfig, read_run_state, resumed_config
 
     parser = command_parser("train", "Train the learned partitioner (imitation warm start, then "
                                      "MaskablePPO) on the paper workload; resumable.")
     options = add_config_options(parser, TrainConfig)
-    parser.add_argument("--out", default="runs/pac-ml", help="output folder (default %(default)s)")
+    parser.add_argument("--recipe", metavar="NAME",
+                        help="train with the settings of a named recipe, those a shipped "
+                             "checkpoint was trained with (see --list-recipes or --recipe list); flags given "
+                             "beside it override its settings, and the run records both. A "
+                             "recipe built from others (general-ddls) trains each of them, then "
+                             "itself, into a subfolder of --out")
+    parser.add_argument("--list-recipes", action="store_true",
+                        help="print the recipes (name, what it rebuilds, its flags) and exit")
+    parser.add_argument("--out", help="output folder (default runs/pac-ml; with --recipe, "
+                                      "runs/NAME)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --out with its recorded settings (only --minutes, "
-                             "--steps and --envs may change)")
+                             "--steps, --envs and --ray may change)")
+    add_ray_option(parser, help="play the warm start's episodes (the teacher's labelling and "
+                                "the DAgger rounds) as Ray tasks: on a local Ray instance of "
+                                "--envs CPUs, or on the cluster at ADDRESS (e.g. auto, "
+                                "ray://host:10001); the labels are the same as without it. Not "
+                                "a setting of the run: not recorded, free to change on --resume")
     args = vars(parser.parse_args(argv))
-    out, resume = Path(args.pop("out")), args.pop("resume")
+    name, listing = args.pop("recipe"), args.pop("list_recipes")
+    if listing or name == "list":
+        print("\n".join(recipe_lines()))
+        return 0
+    recipe = get_recipe(name) if name is not None else None
+    out = Path(args.pop("out") or (f"runs/{name}" if name else "runs/pac-ml"))
+    resume = args.pop("resume")
+    ray = args.pop("ray")
+    ray_address(ray)  # nothing at the address: one line, exit 2, before any work
     given = dict(options[dest](value) for dest, value in args.items())
+    if (out / RECIPE_STATE).exists() or (recipe is not None and recipe.steps):
+        return _train_steps(recipe, given, out, resume, ray)
     # every file handed over is checked before torch is imported (one line, exit 2)
     if resume:
-        config = resumed_config(read_run_state(out), given)
+        state = read_run_state(out)
+        if name is not None and state.get("recipe") != name:
+            raise InputError(f"--resume: the run in '{out}' was made by recipe "
+                             f"{state.get('recipe') or '(none)'}, not {name}")
+        config = resumed_config(state, given)
     else:
-        config = TrainConfig(**given)
-        check_output_folder(out, "--out")
-        if (out / "latest.zip").exists():
-            raise InputError(f"'{out}' already holds a training run; use --resume or another "
-                             "--out")
-        if config.init:
-            check_checkpoint(config.init, "--init checkpoint",
-                             policy="pacopt.learned.gnn:DegreePolicy",
-                             kind="pacopt agent checkpoint")
+        config = recipe.config(given, out) if recipe is not None else TrainConfig(**given)
+        _check_new_run(config, out)
     from pacopt.learned.train import (
         train,  # torch and sb3: only once the flags are good
     )
 
-    best = train(config, out, resume=resume)
+    best = train(config, out, resume=resume, recipe=name,
+                 overrides=given if recipe is not None else None, ray=ray)
     print(f"best checkpoint: {best}")
     return 0
+
+
+#: A recipe with steps records its progress here, in ``--out``: the recipe, the settings given
+#: beside it and the steps finished.
+RECIPE_STATE = "recipe.json"
+
+
+def _check_new_run(config, out: Path) -> None:
+    """What a new run checks before any work: ``out`` can be written and holds no run yet, and
+    ``--init``'s checkpoint is a pac-ml checkpoint of this pacopt's format."""
+    from pacopt.infra.checkpoint import check_checkpoint
+    from pacopt.infra.safe_write import check_output_folder
+    from pacopt.learned.checkpoint_meta import check_format
+
+    check_output_folder(out, "--out")
+    if (out / "latest.zip").exists() or (out / RECIPE_STATE).exists():
+        raise InputError(f"'{out}' already holds a training run; use --resume or another --out")
+    if config.init:
+        check_checkpoint(config.init, "--init checkpoint",
+                         policy="pacopt.learned.gnn:DegreePolicy", kind="pacopt agent checkpoint")
+        check_format(config.init, "--init checkpoint")
+
+
+def _train_steps(recipe, given: dict, out: Path, resume: bool, ray: str | None = None) -> int:
+    """Run a recipe with steps (:attr:`pacopt.learned.recipes.Recipe.steps`): each step, then
+    the recipe itself, into ``out/<name>``, each a normal run; ``out/recipe.json`` records the
+    steps finished, so ``--resume`` skips them, resumes the one under way and starts the rest.
+    On ``--resume`` only the budget flags may be given; they apply to every step still to run."""
+    import json
+
+    from pacopt.infra.safe_write import prepare_folder, write_atomically
+    from pacopt.learned.recipes import get_recipe
+    from pacopt.learned.train_config import (
+        RESUME_OVERRIDES,
+        read_run_state,
+        recorded_overrides,
+        resumed_config,
+    )
+
+    record = out / RECIPE_STATE
+    if resume:
+        if not record.is_file():
+            raise InputError(f"--resume: no recipe run to resume in '{out}' (no {RECIPE_STATE})")
+        state = _read_recipe_state(record)
+        if recipe is not None and recipe.name != state["recipe"]:
+            raise InputError(f"--resume: the run in '{out}' is recipe {state['recipe']}, not "
+                             f"{recipe.name}")
+        recipe = get_recipe(state["recipe"])
+        overrides = recorded_overrides(state["overrides"], f"--resume: '{record}'")
+        for key, value in given.items():
+            if key not in RESUME_OVERRIDES and overrides.get(key, value) != value:
+                raise InputError(f"--resume continues the recipe run as recorded: only --minutes, "
+                                 f"--steps and --envs may change ({key} differs)")
+        budget = {k: v for k, v in given.items() if k in RESUME_OVERRIDES}
+    else:
+        if record.exists() or (out / "latest.zip").exists() or recipe is None:
+            raise InputError(f"'{out}' already holds a training run; use --resume or another "
+                             "--out")
+        if any(c in str(out) for c in "=,{}"):
+            raise InputError(f"--out '{out}': a recipe with steps names its teachers by --out, "
+                             "which must not hold '=', ',', '{' or '}'")
+        overrides, budget = given, {}
+        state = {"recipe": recipe.name, "overrides": overrides, "finished": []}
+    steps = (*recipe.steps, recipe.name)
+    configs = {step: get_recipe(step).config({**overrides, **budget}, out) for step in steps}
+    if not resume:
+        for step in steps:  # every step's settings and files checked before any work
+            _check_new_run(configs[step], out / step)
+        prepare_folder(out, "--out")
+        write_atomically(record, json.dumps(state, indent=1), what="training output")
+    from pacopt.learned.train import (
+        train,  # torch and sb3: only once the flags are good
+    )
+
+    best = None
+    for step in steps:
+        folder = out / step
+        if step in state["finished"]:
+            print(f"{step}: finished already, in '{folder}'")
+            best = folder / "best.zip"
+            continue
+        print(f"{step}: training into '{folder}'")
+        if (folder / "latest.zip").exists():  # the step under way when the run stopped
+            best = train(resumed_config(read_run_state(folder), budget), folder, resume=True,
+                         ray=ray)
+        else:
+            best = train(configs[step], folder, recipe=step, overrides=overrides, ray=ray)
+        state["finished"].append(step)
+        write_atomically(record, json.dumps(state, indent=1), what="training output")
+    print(f"best checkpoint: {best}")
+    return 0
+
+
+def _read_recipe_state(record: Path) -> dict:
+    """``recipe.json`` of a recipe run, checked: an object with ``recipe`` (a name),
+    ``overrides`` (an object) and ``finished`` (a list of step names)."""
+    import json
+
+    try:
+        state = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise InputError(f"--resume: '{record}' cannot be read ({type(err).__name__})") from None
+    if not (isinstance(state, dict) and isinstance(state.get("recipe"), str)
+            and isinstance(state.get("overrides"), dict)
+            and isinstance(state.get("finished"), list)
+            and all(isinstance(step, str) for step in state["finished"])):
+        raise InputError(f"--resume: '{record}' is not the state of a recipe run (it needs "
+                         "recipe, overrides and finished)")
+    return state
 
 
 def add_config_options(parser: argparse.ArgumentParser, config_class) -> dict:

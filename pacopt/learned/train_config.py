@@ -14,12 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS
+from pacopt.cluster.placers import DEFAULT_PLACER, PLACERS, check_placer
 from pacopt.infra.checkpoint import check_checkpoint
 from pacopt.infra.errors import InputError
-from pacopt.learned.env import PartitionEnv, WorkloadFamily
+from pacopt.learned.checkpoint_meta import check_format
+from pacopt.learned.env import PartitionEnv, TraceFamily, WorkloadFamily
 
 #: Training-range seeds the best checkpoint is selected on (never the held-out seeds).
 VALIDATION_SEEDS = tuple(range(9_000, 9_008))
+#: On traces, two windows of each trace (episodes of several traces are slower and longer-lived).
+TRACE_VALIDATION_SEEDS = VALIDATION_SEEDS[:2]
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,13 @@ class TrainConfig:
         PAPER_DISTRIBUTIONS, "--dist", "beta distribution of the training episodes (default: all "
         "four)", choices=(*PAPER_DISTRIBUTIONS, "all"), parse=_distributions)
     preset: str = _option("ddls", "--preset", choices=("ddls", "physical"))
+    placement: str = _option(DEFAULT_PLACER, "--placement", "placer of the training episodes: "
+                             "the agent decides each job's degree under it (default "
+                             "%(default)s)", choices=tuple(PLACERS))
+    trace: str | None = _option(
+        None, "--trace", "train on windows of these ElasticFlow traces (format elasticflow; "
+        "1001 jobs at load 0.5, drawn outside the windows docs/traces.md measures on) instead "
+        "of the paper's workload; --dist does not apply", metavar="FILE[,FILE...]")
     num_jobs: int = 1001
     minutes: float = _option(60.0, "--minutes", "wall-clock budget of this run (default "
                              "%(default)g)", minimum=0, exclusive=True)
@@ -96,7 +107,7 @@ class TrainConfig:
     teacher: str = _option(
         "tuned", "--teacher", "policy imitated by the warm start (default %(default)s): tuned, "
         "rollout (rollouts over tuned on sampled futures: about a minute per episode, "
-        "stronger), improve (rollout in the first round; then, in each DAgger round, rollouts "
+        "stronger), rollout:POLICY (the same over another rule, e.g. rollout:min-feasible), improve (rollout in the first round; then, in each DAgger round, rollouts "
         "over the policy being trained: policy iteration), lookahead (the same on the episode's real future: hindsight), any online "
         "heuristic, agent:PATH (a trained agent; {dist} in PATH becomes each distribution: "
         "distillation), or none", parse=_teacher)
@@ -145,13 +156,31 @@ class TrainConfig:
         for each in fields(self):
             if "option" in each.metadata:
                 each.metadata["option"].check(getattr(self, each.name))
+        check_placer(self.placement, self.preset, "--placement")
+        if self.trace and self.distributions != PAPER_DISTRIBUTIONS:
+            raise InputError("--dist does not apply with --trace (each trace file is a family "
+                             "of episodes of its own)")
+        if self.trace and self.validation_seeds == VALIDATION_SEEDS:
+            self.validation_seeds = TRACE_VALIDATION_SEEDS
 
     def policy_kwargs(self) -> dict:
         """What :class:`~pacopt.learned.gnn.DegreePolicy` is built with."""
         return {"features_extractor_kwargs": {"spill": self.spill}}
 
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """What the episodes are drawn over: the beta distributions, or the trace files'
+        names (:class:`~pacopt.learned.env.TraceFamily`)."""
+        if self.trace:
+            return tuple(Path(f).stem for f in self.trace.split(","))
+        return self.distributions
+
     def family(self, **kwargs) -> WorkloadFamily:
-        return WorkloadFamily.paper(self.distributions, self.preset, self.num_jobs, **kwargs)
+        if self.trace:
+            return TraceFamily.from_files(self.trace.split(","), self.preset, self.placement,
+                                          self.num_jobs, **kwargs)
+        return WorkloadFamily.paper(self.distributions, self.preset, self.num_jobs,
+                                    placement=self.placement, **kwargs)
 
     def env(self) -> PartitionEnv:
         """A training environment (rewards scaled by 1 - gamma: returns of about 1)."""
@@ -171,7 +200,9 @@ def read_run_state(out: Path) -> dict:
     ``latest.zip`` (a pac-ml checkpoint: :func:`pacopt.infra.checkpoint.check_checkpoint`) and
     ``run.json``, a JSON object with ``config`` (the run's settings, each a :class:`TrainConfig`
     field of its type), ``seconds`` (a number >= 0), ``best_score`` (null or a number) and
-    optionally ``steps`` and ``next_eval`` (counts)."""
+    optionally ``steps``, ``next_eval`` and ``rounds`` (counts), ``recipe`` (null or a name) and
+    ``recipe_overrides`` (an object). ``latest.zip`` must be of the checkpoint format this pacopt
+    reads (:func:`pacopt.learned.checkpoint_meta.check_format`)."""
     out = Path(out)
     if not out.is_dir():
         raise InputError(f"--resume: no checkpoint to resume in '{out}' (no such folder)")
@@ -181,6 +212,7 @@ def read_run_state(out: Path) -> dict:
                          "and run.json)")
     check_checkpoint(latest, "--resume checkpoint", policy="pacopt.learned.gnn:DegreePolicy",
                      kind="pacopt agent checkpoint")
+    check_format(latest, "--resume checkpoint")
     where = f"--resume: '{record}'"
     if not record.is_file() or record.stat().st_size > MAX_RUN_JSON_BYTES:
         raise InputError(f"{where} is not a run state (not a small regular file)")
@@ -195,7 +227,10 @@ def read_run_state(out: Path) -> dict:
             ("seconds", lambda v: _number(v) and v >= 0, "a number >= 0"),
             ("best_score", lambda v: v is None or _number(v), "null or a number"),
             ("steps", lambda v: _count(v), "an integer >= 0"),
-            ("next_eval", lambda v: _count(v) and v >= 1, "an integer >= 1")):
+            ("next_eval", lambda v: _count(v) and v >= 1, "an integer >= 1"),
+            ("rounds", lambda v: _count(v), "an integer >= 0"),
+            ("recipe", lambda v: v is None or isinstance(v, str), "null or a recipe name"),
+            ("recipe_overrides", lambda v: isinstance(v, dict), "an object")):
         if key in state and not check(state[key]):
             raise InputError(f"{where}: {key} must be {kind}, got {json.dumps(state[key])[:40]}")
     for key in ("config", "seconds", "best_score"):
@@ -220,6 +255,12 @@ def resumed_config(state: dict, given: dict) -> TrainConfig:
                              "--init starts a new run from a checkpoint)")
     settings = {**recorded, **{k: v for k, v in given.items() if k in RESUME_OVERRIDES}}
     return TrainConfig(**settings)
+
+
+def recorded_overrides(settings, where: str) -> dict:
+    """Settings recorded as JSON (a recipe run's ``overrides``, ``recipe.json``) as
+    :class:`TrainConfig` keyword arguments, each checked as ``run.json``'s config is."""
+    return _recorded_fields(settings, where)
 
 
 def _recorded_fields(config, where: str) -> dict:

@@ -1,0 +1,171 @@
+"""The learned agent's final table, on fresh seeds used for nothing else.
+
+    python benchmarks/bench_fresh.py [--placement best-fit] [--seeds 20] [--teacher-seeds 4]
+                                     [--workers 2] [--checkpoint PATH] [--cluster CxRxS]
+                                     [--methods M,...] [--out FILE.json]
+
+The paper workload (ddls, 1001 jobs, 4x4x2, horizon 1e6 ms) of each distribution A-D on the
+fresh seeds ``pacopt.cluster.paper_workload.FRESH_SEEDS`` (20000-20019: never used to train,
+tune, select or decide what ships), under one placer. Methods: ``pac-ml`` (online: the shipped
+checkpoints for the placer, or ``--checkpoint``), ``tuned`` (online, tuned for the placer),
+``tuned`` under first fit (the paper's setting), ``min-feasible`` and ``para-max``; and on the
+first ``--teacher-seeds`` seeds the agent's teacher itself, the rollout over ``tuned`` on
+sampled futures (:mod:`pacopt.cluster.rollout`; it is told the distribution, as in training,
+and takes minutes an episode). Prints mean ± sample std over the seeds, and per seed how often
+``pac-ml`` blocks less / the same / more than each other method. Every number comes from a
+validated solution.
+
+``--cluster 8x8x4`` plays a larger RAMP cluster with the arrival rate scaled by its servers
+(8x8x4: 256 servers, 8 arrivals a second), so the load per server is the paper's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from heldout import SHARED
+from tqdm.auto import tqdm
+
+from pacopt.cluster.instance import instance_from_dict
+from pacopt.cluster.paper_workload import (
+    FRESH_SEEDS,
+    PAPER_DISTRIBUTIONS,
+    paper_instance,
+    paper_instance_dict,
+)
+from pacopt.cluster.placers import PLACERS
+
+METHODS = ("pac-ml", "tuned", "tuned@first-fit", "min-feasible", "para-max")
+TEACHER = "teacher (rollout over tuned)"
+
+
+def fresh_instance(dist: str, seed: int, cluster: tuple[int, int, int] | None):
+    """The paper's instance, on ``cluster`` (groups, racks, servers) at the paper's load per
+    server if given."""
+    if cluster is None:
+        return paper_instance(dist, seed)
+    servers = cluster[0] * cluster[1] * cluster[2]
+    data = paper_instance_dict(dist, seed, interarrival_ms=1000.0 * 32 / servers)
+    data["cluster"] = dict(zip(("communication_groups", "racks_per_group", "servers_per_rack"),
+                               cluster))
+    name = "x".join(map(str, cluster))
+    return instance_from_dict(data, source=f"paper-{dist}-seed{seed}-{name}")
+
+
+def one_cell(task) -> tuple[str, str, int, float]:
+    """Blocking rate of one (method, distribution, seed) under the placer, validated."""
+    label, dist, seed, placement, checkpoint, cluster = task
+    from pacopt.solvers.api import check_placement, solve
+
+    instance = fresh_instance(dist, seed, cluster)
+    method, _, placer = label.partition("@")
+    if label == TEACHER:
+        rate = teacher_blocking(check_placement(instance, placement), dist, placement)
+    else:
+        solution = solve(instance, method, seed=0, placement=placer or placement,
+                         checkpoint=checkpoint if method == "pac-ml" else None)
+        if not solution.validated:
+            raise SystemExit(f"{label} on {instance.source}: not validated")
+        rate = solution.blocking_rate
+    return label, dist, seed, rate
+
+
+def teacher_blocking(instance, dist: str, placement: str) -> float:
+    """The rollout teacher's episode (as :func:`pacopt.learned.train.teacher_chooser` builds it
+    for training, futures from training seeds), validated."""
+    from pacopt.cluster.policies import make_policy, tuned_choice
+    from pacopt.cluster.rollout import (
+        SAMPLED_FUTURES,
+        SAMPLED_HORIZON,
+        Rollout,
+        play_rollout,
+    )
+    from pacopt.learned.env import WorkloadFamily
+    from pacopt.solvers.validate import validate
+
+    family = WorkloadFamily.paper((dist,), placement=placement)
+    seeds = np.random.default_rng(0).integers(*family.seed_range, SAMPLED_FUTURES)
+    futures = [family.instance(dist, int(s)).jobs for s in seeds]
+    rollout = Rollout(make_policy(tuned_choice(dist, "ddls", placement)), SAMPLED_HORIZON,
+                      futures)
+    return validate(instance, play_rollout(instance, rollout)).blocking_rate
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--placement", default="best-fit", choices=list(PLACERS))
+    parser.add_argument("--seeds", type=int, default=len(FRESH_SEEDS))
+    parser.add_argument("--teacher-seeds", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--checkpoint", type=Path, default=None,
+                        help="play this checkpoint as pac-ml (default: the shipped ones)")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--cluster", default=None, metavar="CxRxS",
+                        help="a larger RAMP cluster, e.g. 8x8x4 (default the paper's 4x4x2)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the cells as JSON")
+    args = parser.parse_args()
+    if not 1 <= args.seeds <= len(FRESH_SEEDS) or not 0 <= args.teacher_seeds <= args.seeds:
+        parser.error(f"--seeds must be in 1..{len(FRESH_SEEDS)} and --teacher-seeds in "
+                     "0..--seeds")
+    try:
+        cluster = None if args.cluster is None else tuple(int(x) for x in args.cluster.split("x"))
+    except ValueError:
+        cluster = ()
+    if cluster is not None and (len(cluster) != 3 or min(cluster) < 1):
+        parser.error("--cluster must be CxRxS, e.g. 8x8x4")
+    if cluster is not None and args.teacher_seeds:
+        parser.error("--cluster: the teacher samples the 4x4x2 workload; give --teacher-seeds 0")
+    os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(SHARED))
+    seeds = FRESH_SEEDS[:args.seeds]
+    methods = [m for m in args.methods.split(",") if m]
+    tasks = [(m, d, s, args.placement, args.checkpoint, cluster) for d in PAPER_DISTRIBUTIONS
+             for s in seeds for m in methods]
+    tasks = [(TEACHER, d, s, args.placement, None, cluster) for d in PAPER_DISTRIBUTIONS
+             for s in seeds[:args.teacher_seeds]] + tasks  # the slow ones first
+    cells: dict[str, dict[str, dict[int, float]]] = {}
+    with ProcessPoolExecutor(args.workers) as pool:
+        for label, dist, seed, rate in tqdm(pool.map(one_cell, tasks), total=len(tasks),
+                                            unit="episode", desc="fresh seeds", disable=None):
+            cells.setdefault(label, {}).setdefault(dist, {})[seed] = rate
+    where = f", {args.cluster} at the paper's load per server" if cluster else ""
+    print(f"\nBlocking rate on fresh seeds {seeds[0]}-{seeds[-1]} (ddls, 1001 jobs{where}, "
+          f"{args.placement} unless @; mean ± sample std; teacher on the first "
+          f"{args.teacher_seeds})\n")
+    print("| method | " + " | ".join(PAPER_DISTRIBUTIONS) + " | mean |")
+    print("|---" * (len(PAPER_DISTRIBUTIONS) + 2) + "|")
+    for label, by_dist in cells.items():
+        row = [f"{np.mean(list(by_dist[d].values())):.3f} ± "
+               f"{np.std(list(by_dist[d].values()), ddof=1) if len(by_dist[d]) > 1 else 0:.3f}"
+               for d in PAPER_DISTRIBUTIONS]
+        mean = np.mean([np.mean(list(by_dist[d].values())) for d in PAPER_DISTRIBUTIONS])
+        print(f"| {label} | " + " | ".join(row) + f" | {mean:.3f} |")
+    if "pac-ml" in cells:
+        print("\npac-ml per seed against each method: wins / ties / losses (lower blocking wins)\n")
+        print("| against | " + " | ".join(PAPER_DISTRIBUTIONS) + " |")
+        print("|---" * (len(PAPER_DISTRIBUTIONS) + 1) + "|")
+        agent = cells["pac-ml"]
+        for label, by_dist in cells.items():
+            if label == "pac-ml":
+                continue
+            row = []
+            for d in PAPER_DISTRIBUTIONS:
+                pairs = [(agent[d][s], by_dist[d][s]) for s in by_dist[d]]
+                wins = sum(a < b for a, b in pairs)
+                ties = sum(a == b for a, b in pairs)
+                row.append(f"{wins} / {ties} / {len(pairs) - wins - ties}")
+            print(f"| {label} | " + " | ".join(row) + " |")
+    if args.out:
+        args.out.write_text(json.dumps({k: {d: {str(s): r for s, r in v.items()}
+                                            for d, v in by.items()} for k, by in cells.items()},
+                                       indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Named training recipes: ``pacopt train --recipe NAME`` trains with the settings a shipped
+checkpoint was trained with (``pacopt/learned/checkpoints/README.md`` says how each went).
+
+A recipe is a set of :class:`~pacopt.learned.train_config.TrainConfig` settings (the fields
+that are ``pacopt train`` flags; :func:`recipe_flags` writes them as the command line) and,
+for a checkpoint built from others, the recipes run before it (:attr:`Recipe.steps`). The
+settings are defaults: flags given on the command line beside ``--recipe`` override them, and
+the run records both (``run.json`` and each checkpoint's metadata,
+:mod:`pacopt.learned.checkpoint_meta`). A recipe with steps runs each step, then itself, into
+a subfolder of ``--out`` named after it, each a normal resumable run (``pacopt train --resume
+--out DIR`` goes on with the first unfinished one); ``{out}`` in a setting is that ``--out``.
+
+Kept free of torch, as :mod:`pacopt.learned.train_config` is, so that the command checks its
+flags before importing it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS
+from pacopt.infra.errors import InputError
+from pacopt.learned.train_config import TrainConfig
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One named recipe (module doc)."""
+
+    name: str
+    summary: str
+    #: TrainConfig field -> value (the values the flags give: ``distributions`` a tuple,
+    #: ``spill`` a bool, ``teacher`` "" for none); ``{out}`` in a text is ``--out``.
+    settings: dict = field(default_factory=dict)
+    #: Recipes run first, each into ``--out``/<its name>; this one then runs into
+    #: ``--out``/<its name> too. Empty: this recipe's run goes into ``--out`` itself.
+    steps: tuple[str, ...] = ()
+
+    def config(self, given: dict | None = None, out: str | Path = ".") -> TrainConfig:
+        """The run's settings: this recipe's, overridden by ``given`` (TrainConfig field ->
+        value, as given on the command line), ``{out}`` replaced by ``out``."""
+        settings = {name: value.replace("{out}", str(out)) if isinstance(value, str) else value
+                    for name, value in self.settings.items()}
+        return TrainConfig(**{**settings, **(given or {})})
+
+
+_ROLLOUT_STUDENT = {"teacher": "rollout", "warm_epochs": 32, "regret_weight": 4.0, "envs": 2,
+                    "minutes": 20.0}
+
+#: The recipes by name: those of the shipped checkpoints (``A-ddls``, ``C-ddls``,
+#: ``general-ddls``) and the two teachers ``general-ddls`` distils that are not shipped
+#: (``B-ddls``, ``D-ddls``: commit 514ca14's fine-tunes).
+RECIPES: dict[str, Recipe] = {r.name: r for r in [
+    Recipe("A-ddls", "the shipped beta-A fine-tune: imitation of the rollout teacher on 24 "
+           "episodes, soft targets and the regret term, without spill features (20 min)",
+           {"distributions": ("A",), "warm_episodes": 24, "dagger_rounds": 0, "spill": False,
+            **_ROLLOUT_STUDENT}),
+    Recipe("B-ddls", "a teacher of general-ddls, not shipped: commit 514ca14's beta-B recipe "
+           "(rollout teacher, 8 episodes and a DAgger round, no spill features; 20 min)",
+           {"distributions": ("B",), "teacher": "rollout", "warm_episodes": 8, "spill": False,
+            "envs": 1, "minutes": 20.0}),
+    Recipe("C-ddls", "the shipped beta-C fine-tune: the A recipe with the spill features on 30 "
+           "rollout-teacher episodes and one DAgger round of 10 (20 min)",
+           {"distributions": ("C",), "warm_episodes": 30, "dagger_rounds": 1,
+            "dagger_episodes": 10, **_ROLLOUT_STUDENT}),
+    Recipe("D-ddls", "a teacher of general-ddls, not shipped: commit 514ca14's beta-D recipe "
+           "(rollout teacher, 7 episodes and a DAgger round, no spill features; 20 min)",
+           {"distributions": ("D",), "teacher": "rollout", "warm_episodes": 7, "spill": False,
+            "envs": 1, "minutes": 20.0}),
+    Recipe("general-ddls", "the shipped general agent: trains the four per-distribution "
+           "recipes, then distils them (4 episodes each and a DAgger round; about 92 min in all)",
+           {"teacher": "agent:{out}/{dist}-ddls/best.zip", "warm_episodes": 4, "envs": 2,
+            "minutes": 12.0},
+           steps=("A-ddls", "B-ddls", "C-ddls", "D-ddls")),
+    Recipe("general-ddls-best-fit", "the shipped agent under best fit: imitation of the "
+           "rollout teacher over best-fit tuned, 8 episodes of each distribution, soft targets "
+           "and the regret term, no PPO (about 31 min to its checkpoint)",
+           {"placement": "best-fit", "warm_episodes": 8, "dagger_rounds": 1,
+            "dagger_episodes": 2, "max_steps": 1, **_ROLLOUT_STUDENT, "minutes": 40.0}),
+]}
+
+
+def get_recipe(name: str) -> Recipe:
+    """The recipe ``name``; an :class:`InputError` line listing the known ones otherwise."""
+    if name not in RECIPES:
+        raise InputError(f"--recipe: unknown recipe '{name}'; known: {', '.join(RECIPES)} "
+                         "(pacopt train --list-recipes)")
+    return RECIPES[name]
+
+
+def recipe_flags(settings: dict) -> list[str]:
+    """``settings`` (TrainConfig field -> value) as ``pacopt train`` flags, in the fields'
+    order: ``{"distributions": ("A",), "spill": False}`` -> ``["--dist", "A", "--no-spill"]``."""
+    options = {f.name: f.metadata["option"] for f in fields(TrainConfig) if "option" in f.metadata}
+    flags = []
+    for name, option in options.items():
+        if name not in settings:
+            continue
+        value = settings[name]
+        if option.switch_off:
+            flags += [] if value else [option.flag]
+            continue
+        if name == "distributions":
+            value = "all" if tuple(value) == PAPER_DISTRIBUTIONS else ",".join(value)
+        elif name == "teacher" and value == "":
+            value = "none"
+        elif isinstance(value, float):
+            value = f"{value:g}"
+        flags += [option.flag, str(value)]
+    unknown = sorted(set(settings) - set(options))
+    if unknown:
+        raise ValueError(f"settings that are no pacopt train flags: {', '.join(unknown)}")
+    return flags
+
+
+def recipe_command(name: str, out: str | None = None) -> str:
+    """The ``pacopt train`` command line of recipe ``name``'s own run (its steps aside), with
+    ``--out`` if given."""
+    flags = recipe_flags(get_recipe(name).settings)
+    return " ".join(["pacopt train", *map(shlex.quote, flags),
+                     *(["--out", shlex.quote(out)] if out else [])])
+
+
+def recipe_lines() -> list[str]:
+    """What ``pacopt train --list-recipes`` prints: each recipe's name, summary, steps and
+    command line."""
+    lines = []
+    for recipe in RECIPES.values():
+        lines.append(f"{recipe.name}: {recipe.summary}")
+        if recipe.steps:
+            lines.append(f"    steps: {', '.join(recipe.steps)}, then {recipe.name}, each into "
+                         "--out/<step>")
+        lines.append(f"    {recipe_command(recipe.name)}")
+    return lines

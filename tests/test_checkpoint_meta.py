@@ -1,0 +1,241 @@
+"""Checkpoint metadata (``pacopt.json``), the format check on load, and ``pacopt train
+--recipe``: the shipped checkpoints' metadata, one clear line for another format, a short run's
+metadata, the recipes against checkpoints/README.md, and pac-ml's result recording them.
+
+Nothing here trains more than a few hundred steps; the recipe runs replace ``train``."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import zipfile
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pacopt.cli import pacopt_main, solve_main
+from pacopt.infra.errors import InputError
+from pacopt.learned.agent import CHECKPOINT_DIR, LearnedPolicy, load_checkpoint
+from pacopt.learned.checkpoint_meta import (
+    CHECKPOINT_FORMAT,
+    KEYS,
+    MEMBER,
+    SUMMARY_KEYS,
+    read_metadata,
+    set_metadata,
+    summary,
+)
+from pacopt.learned.recipes import RECIPES, get_recipe, recipe_flags
+from pacopt.learned.train_config import TrainConfig, read_run_state, recorded_overrides
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+SHIPPED = sorted(CHECKPOINT_DIR.glob("*.zip"))
+
+
+def small_bundled(path: Path, num_jobs: int = 40) -> Path:
+    """The bundled example with fewer jobs (a pac-ml episode in about a second)."""
+    data = json.loads((EXAMPLES / "bundled.json").read_text())
+    data["workload"]["num_jobs"] = num_jobs
+    data["graphs"] = {name: {"file": str(EXAMPLES / graph["file"])}
+                      for name, graph in data["graphs"].items()}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _copy_with(tmp_path: Path, name: str, **changes) -> Path:
+    """A copy of the shipped A-ddls checkpoint whose metadata has ``changes``."""
+    path = tmp_path / name
+    shutil.copy(CHECKPOINT_DIR / "A-ddls.zip", path)
+    set_metadata(path, {**read_metadata(path), **changes})
+    return path
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_shipped_checkpoints_have_complete_metadata(path):
+    meta = read_metadata(path)
+    assert meta is not None and tuple(meta) == KEYS
+    assert meta["format"] == CHECKPOINT_FORMAT
+    assert re.fullmatch(r"\d+\.\d+\.\d+ \(git [0-9a-f]{7,}(, modified)?\)", meta["code_version"])
+    assert meta["recipe"] == path.stem and meta["recipe"] in RECIPES
+    assert isinstance(meta["recipe_overrides"], dict)
+    config = TrainConfig(**recorded_overrides(meta["config"], str(path)))  # each field typed
+    assert meta["seeds"] == {"training": config.seed,
+                             "validation": list(config.validation_seeds)}
+    assert isinstance(meta["rounds"], int) and meta["rounds"] >= 1
+    assert meta["timesteps"] == 0  # the README: the imitation policy was kept
+    assert datetime.fromisoformat(meta["trained_at"]).utcoffset().total_seconds() == 0
+    curve = pd.read_csv(path.with_suffix(".curve.csv"))
+    validation = curve[curve["kind"] == "validation"]
+    assert meta["validation"] == validation["blocking_rate"].min()
+    assert validation.loc[validation["blocking_rate"].idxmin(), "steps"] == 0
+    # the recipe, with the flags given beside it, is the recorded config
+    recipe = get_recipe(meta["recipe"]).config(recorded_overrides(meta["recipe_overrides"], ""),
+                                               out="runs")
+    recorded = {k: v for k, v in asdict(config).items() if k in meta["config"]}
+    assert {k: v for k, v in asdict(recipe).items() if k in meta["config"]} == recorded
+
+
+def test_another_format_fails_in_one_line_another_code_version_loads(tmp_path, capsys):
+    instance = small_bundled(tmp_path / "small.json")
+    newer = _copy_with(tmp_path, "newer.zip", format=CHECKPOINT_FORMAT + 1,
+                       code_version="9.0.0 (git abcdef0)")
+    code = solve_main([str(instance), "--method", "pac-ml", "--checkpoint", str(newer),
+                       "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "Traceback" not in err
+    assert (f"checkpoint '{newer}' was written by pacopt 9.0.0 (git abcdef0) in checkpoint "
+            f"format {CHECKPOINT_FORMAT + 1}; this pacopt reads format {CHECKPOINT_FORMAT}") in err
+    assert "pacopt train --recipe A-ddls" in err and not (tmp_path / "r.json").exists()
+    # the same format written by other code loads; so does a file without metadata
+    other = _copy_with(tmp_path, "other.zip", code_version="0.0.1 (git 1234567)")
+    LearnedPolicy(checkpoint=other)
+    bare = tmp_path / "bare.zip"
+    with zipfile.ZipFile(CHECKPOINT_DIR / "A-ddls.zip") as source, \
+            zipfile.ZipFile(bare, "w") as target:
+        for info in source.infolist():
+            if info.filename != MEMBER:
+                target.writestr(info, source.read(info))
+    assert read_metadata(bare) is None
+    LearnedPolicy(checkpoint=bare)
+    # --resume from a checkpoint of another format: the same line, before any work
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(newer, run / "latest.zip")
+    (run / "run.json").write_text(json.dumps({"config": {}, "seconds": 0, "best_score": None}))
+    with pytest.raises(InputError, match=re.escape(
+            f"format {CHECKPOINT_FORMAT + 1}; this pacopt reads format {CHECKPOINT_FORMAT}")):
+        read_run_state(run)
+
+
+def test_a_short_run_writes_its_metadata(tmp_path, pipedream_env):
+    from pacopt.learned.train import train
+
+    config = TrainConfig(distributions=("C",), num_jobs=30, envs=1, max_steps=64, n_steps=64,
+                         batch_size=32, minutes=1, teacher="tuned", warm_episodes=1,
+                         dagger_rounds=0, warm_epochs=1, validation_seeds=(9000,))
+    out = tmp_path / "run"
+    best = train(config, out, log=lambda _: None, recipe="C-ddls",
+                 overrides={"envs": 1})
+    state = read_run_state(out)
+    latest = read_metadata(out / "latest.zip")
+    assert tuple(latest) == KEYS and latest["format"] == CHECKPOINT_FORMAT
+    assert latest["recipe"] == "C-ddls" and latest["recipe_overrides"] == {"envs": 1}
+    assert latest["config"] == state["config"] and state["recipe"] == "C-ddls"
+    assert latest["seeds"] == {"training": 0, "validation": [9000]}
+    assert latest["rounds"] == 1 == state["rounds"]  # the teacher's round
+    assert latest["timesteps"] == state["steps"] >= 64
+    assert latest["validation"] == state["best_score"]
+    assert latest["code_version"].split(" ")[0] == "0.1.0"
+    datetime.fromisoformat(latest["trained_at"])
+    if best.name == "best.zip":  # the imitation policy, or a PPO step that beat it
+        meta = read_metadata(best)
+        assert meta["rounds"] == 1 and meta["recipe"] == "C-ddls"
+    load_checkpoint(str(best.resolve()))
+
+
+def test_unknown_recipe_is_one_line_exit_2(tmp_path, capsys):
+    assert pacopt_main(["train", "--recipe", "nope", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "unknown recipe 'nope'" in err
+    assert all(name in err for name in RECIPES)
+    assert not (tmp_path / "r").exists()
+    assert pacopt_main(["train", "--list-recipes"]) == 0
+    listing = capsys.readouterr().out
+    assert all(f"{name}: " in listing for name in RECIPES)
+
+
+def _readme_commands() -> dict[str, list[str]]:
+    """checkpoints/README.md's explicit ``pacopt train`` commands, by their ``--out`` folder."""
+    text = (CHECKPOINT_DIR / "README.md").read_text().replace("\\\n", " ")
+    commands = {}
+    for line in text.splitlines():
+        if line.startswith("pacopt train --dist"):
+            argv = shlex.split(line)[2:]
+            commands[Path(argv[argv.index("--out") + 1]).name] = argv
+    return commands
+
+
+@pytest.fixture
+def trained(monkeypatch):
+    """``train`` replaced: records each call's config, folder and keywords."""
+    import pacopt.learned.train as train_module
+
+    calls = []
+
+    def fake(config, out, resume=False, log=print, recipe=None, overrides=None, ray=None):
+        calls.append({"config": config, "out": Path(out), "resume": resume, "recipe": recipe,
+                      "overrides": overrides, "ray": ray})
+        return Path(out) / "best.zip"
+
+    monkeypatch.setattr(train_module, "train", fake)
+    return calls
+
+
+@pytest.mark.parametrize("name", ["A-ddls", "C-ddls"])
+def test_a_recipe_is_its_readme_command(name, tmp_path, trained):
+    assert pacopt_main(["train", "--recipe", name, "--out", str(tmp_path / "r")]) == 0
+    readme = _readme_commands()[name]
+    assert pacopt_main(["train", *readme[:readme.index("--out")],
+                        "--out", str(tmp_path / "readme")]) == 0
+    (recipe, by_hand) = trained
+    assert recipe["config"] == by_hand["config"]
+    assert recipe["recipe"] == name and recipe["overrides"] == {}
+    assert recipe_flags(RECIPES[name].settings)  # every setting is a flag
+
+
+def test_flags_beside_a_recipe_override_it_and_are_recorded(tmp_path, trained):
+    assert pacopt_main(["train", "--recipe", "A-ddls", "--minutes", "5", "--seed", "3",
+                        "--out", str(tmp_path / "r")]) == 0
+    (call,) = trained
+    assert call["config"].minutes == 5 and call["config"].seed == 3
+    assert call["config"].warm_episodes == 24 and call["config"].spill is False
+    assert call["overrides"] == {"minutes": 5.0, "seed": 3}
+
+
+def test_a_recipe_with_steps_runs_them_into_subfolders_and_resumes(tmp_path, trained,
+                                                                    monkeypatch, capsys):
+    out = tmp_path / "general"
+    import pacopt.learned.train as train_module
+
+    fake = train_module.train
+
+    def stop_at_c(config, folder, **kwargs):
+        if Path(folder).name == "C-ddls":
+            raise KeyboardInterrupt
+        return fake(config, folder, **kwargs)
+
+    monkeypatch.setattr(train_module, "train", stop_at_c)
+    assert pacopt_main(["train", "--recipe", "general-ddls", "--out", str(out)]) == 130
+    state = json.loads((out / "recipe.json").read_text())
+    assert state == {"recipe": "general-ddls", "overrides": {}, "finished": ["A-ddls", "B-ddls"]}
+    monkeypatch.setattr(train_module, "train", fake)
+    assert pacopt_main(["train", "--recipe", "general-ddls", "--out", str(out)]) == 2  # no --resume
+    assert pacopt_main(["train", "--resume", "--minutes", "7", "--out", str(out)]) == 0
+    assert [c["out"].name for c in trained] == ["A-ddls", "B-ddls", "C-ddls", "D-ddls",
+                                                "general-ddls"]
+    assert all(c["out"].parent == out for c in trained)
+    assert [c["config"].minutes for c in trained[2:]] == [7, 7, 7]
+    general = trained[-1]
+    assert general["recipe"] == "general-ddls"
+    assert general["config"].teacher == f"agent:{out}/{{dist}}-ddls/best.zip"
+    assert general["config"].distributions == ("A", "B", "C", "D")
+    assert json.loads((out / "recipe.json").read_text())["finished"][-1] == "general-ddls"
+    assert f"best checkpoint: {out / 'general-ddls' / 'best.zip'}" in capsys.readouterr().out
+
+
+def test_pac_ml_json_result_records_the_checkpoints_it_played(tmp_path, capsys):
+    instance = small_bundled(tmp_path / "small.json")
+    assert solve_main([str(instance), "--method", "pac-ml", "--json", "--quiet",
+                       "--out", str(tmp_path / "r.json")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    played = result["metrics"]["checkpoints"]
+    assert played and set(played) <= {p.name for p in SHIPPED}
+    for name, meta in played.items():
+        assert tuple(meta) == SUMMARY_KEYS and "config" not in meta
+        assert meta == summary(read_metadata(CHECKPOINT_DIR / name))
+    assert result["method"].endswith(".zip)")
