@@ -49,6 +49,15 @@ class Recipe:
 _ROLLOUT_STUDENT = {"teacher": "rollout", "warm_epochs": 32, "regret_weight": 4.0, "envs": 2,
                     "minutes": 20.0}
 
+def _teacher_514ca14(dist: str, episodes: int) -> Recipe:
+    """A teacher ``general-ddls`` distils that is not shipped: commit 514ca14's recipe for it."""
+    return Recipe(f"{dist}-ddls", f"a teacher of general-ddls, not shipped: commit 514ca14's "
+                  f"beta-{dist} recipe (rollout teacher, {episodes} episodes and a DAgger round, "
+                  "no spill features; 20 min)",
+                  {"distributions": (dist,), "teacher": "rollout", "warm_episodes": episodes,
+                   "spill": False, "envs": 1, "minutes": 20.0})
+
+
 #: The recipes by name: those of the shipped checkpoints (``A-ddls``, ``C-ddls``,
 #: ``general-ddls``) and the two teachers ``general-ddls`` distils that are not shipped
 #: (``B-ddls``, ``D-ddls``: commit 514ca14's fine-tunes).
@@ -57,18 +66,12 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            "episodes, soft targets and the regret term, without spill features (20 min)",
            {"distributions": ("A",), "warm_episodes": 24, "dagger_rounds": 0, "spill": False,
             **_ROLLOUT_STUDENT}),
-    Recipe("B-ddls", "a teacher of general-ddls, not shipped: commit 514ca14's beta-B recipe "
-           "(rollout teacher, 8 episodes and a DAgger round, no spill features; 20 min)",
-           {"distributions": ("B",), "teacher": "rollout", "warm_episodes": 8, "spill": False,
-            "envs": 1, "minutes": 20.0}),
+    _teacher_514ca14("B", 8),
     Recipe("C-ddls", "the shipped beta-C fine-tune: the A recipe with the spill features on 30 "
            "rollout-teacher episodes and one DAgger round of 10 (20 min)",
            {"distributions": ("C",), "warm_episodes": 30, "dagger_rounds": 1,
             "dagger_episodes": 10, **_ROLLOUT_STUDENT}),
-    Recipe("D-ddls", "a teacher of general-ddls, not shipped: commit 514ca14's beta-D recipe "
-           "(rollout teacher, 7 episodes and a DAgger round, no spill features; 20 min)",
-           {"distributions": ("D",), "teacher": "rollout", "warm_episodes": 7, "spill": False,
-            "envs": 1, "minutes": 20.0}),
+    _teacher_514ca14("D", 7),
     Recipe("general-ddls", "the shipped general agent: trains the four per-distribution "
            "recipes, then distils them (4 episodes each and a DAgger round; about 92 min in all)",
            {"teacher": "agent:{out}/{dist}-ddls/best.zip", "warm_episodes": 4, "envs": 2,
@@ -76,7 +79,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            steps=("A-ddls", "B-ddls", "C-ddls", "D-ddls")),
     Recipe("general-ddls-best-fit", "the shipped agent under best fit: imitation of the "
            "rollout teacher over best-fit tuned, 8 episodes of each distribution, soft targets "
-           "and the regret term, no PPO (about 31 min to its checkpoint)",
+           "and the regret term, a DAgger round, no PPO (37.5 min to its checkpoint)",
            {"placement": "best-fit", "warm_episodes": 8, "dagger_rounds": 1,
             "dagger_episodes": 2, "max_steps": 1, **_ROLLOUT_STUDENT, "minutes": 40.0}),
 ]}
