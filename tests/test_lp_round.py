@@ -130,3 +130,19 @@ def test_every_pair_conflict_is_resolved():
     for row in problem.rows:
         assert len(taken.intersection(row)) <= 1
     assert 0 < len(result.chosen) < 10
+
+
+def test_a_stop_while_its_problem_is_built_returns_the_best_online_episode(problems,
+                                                                          monkeypatch):
+    import pacopt.formulations.lp_round as lp_round_module
+    from pacopt.cluster.placers import OutOfTime
+
+    def cut(*args, **kwargs):
+        raise OutOfTime("stopped while building the conflict rows")
+
+    monkeypatch.setattr(lp_round_module, "build_problem", cut)
+    instance = problems["random-7"].instance
+    solution = solve(instance, "lp-round", seed=1)
+    assert solution.validated and solution.status == "feasible"
+    assert "conflict rows" in solution.metrics["stopped"]
+    assert solution.accepted <= solution.bound_accepted

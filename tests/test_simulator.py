@@ -177,3 +177,36 @@ def test_physical_preset_makes_communication_matter(pipedream_dir):
     assert para_max.blocking_rate > ddls.blocking_rate + 0.1
     assert min_feasible.blocking_rate < para_max.blocking_rate
     assert find_problems(instance, min_feasible) == []
+
+
+class StoppedInsideAPlacer(Always):
+    """Answers ``degree``, but the third decision is cut by a stop (Ctrl-C) inside the placer:
+    it requests the stop and raises ``OutOfTime``, as a footprint menu does."""
+
+    def __init__(self, degree, stop=True):
+        super().__init__(degree)
+        self.calls, self.stop = 0, stop
+
+    def choose(self, decision):
+        from pacopt.cluster.placers import OutOfTime
+        from pacopt.infra.interrupt import request_stop
+
+        self.calls += 1
+        if self.calls == 3:
+            if self.stop:
+                request_stop()
+            raise OutOfTime("building the footprint menu")
+        return self.degree
+
+
+def test_a_stop_inside_a_placer_rejects_the_job_and_ends_the_episode(pipedream_dir):
+    from pacopt.cluster.placers import OutOfTime
+    from pacopt.infra.interrupt import stoppable
+
+    instance = alexnet_instance(pipedream_dir, [(i * 1000.0, 1.0) for i in range(6)])
+    with stoppable():
+        solution = simulate(instance, StoppedInsideAPlacer(2))
+    assert [job.accepted for job in solution.jobs] == [True, True, False, False, False, False]
+    assert not find_problems(instance, solution)
+    with pytest.raises(OutOfTime):  # without a stop it is a real error, not swallowed
+        simulate(instance, StoppedInsideAPlacer(2, stop=False))

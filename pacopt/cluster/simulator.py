@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from pacopt.cluster.episode_stats import episode_metrics
 from pacopt.cluster.jct import JctModel
-from pacopt.cluster.placers import InvalidPlacement, check_explicit
+from pacopt.cluster.placers import InvalidPlacement, OutOfTime, check_explicit
 from pacopt.cluster.policies import Decision, Placed, Policy
 from pacopt.cluster.solution import JobRecord, Solution
 from pacopt.cluster.state import EPS_MS, ClusterState
@@ -189,7 +189,12 @@ def simulate(instance: Instance, policy: Policy, *, seed: int | None = None,
     with tqdm(total=len(instance.jobs), desc=policy.name, unit="job", leave=False,
               disable=None if progress else True) as bar:
         while not episode.done:
-            choice = 0 if stop_requested() else policy.choose(episode.decision)
+            try:
+                choice = 0 if stop_requested() else policy.choose(episode.decision)
+            except OutOfTime:  # Ctrl-C inside a footprint menu or conflict rows: reject it
+                if not stop_requested():
+                    raise
+                choice = 0
             episode.decide(choice if isinstance(choice, Placed) else int(choice))
             bar.update(len(episode.records) - (0 if episode.done else 1) - bar.n)
     solution = episode.solution(policy.name, seed)

@@ -34,6 +34,7 @@ from scipy.sparse import csc_array
 from pacopt.cluster.episode_stats import episode_metrics
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.jct import JctModel
+from pacopt.cluster.placers import OutOfTime
 from pacopt.cluster.solution import Solution
 from pacopt.cluster.state import EPS_MS
 from pacopt.formulations.bound import worker_count_bound
@@ -358,8 +359,11 @@ def lp_round(problem: OfflineProblem, *, seed: int = 0, rounds: int = DEFAULT_RO
         local_by_job: dict[int, list[int]] = {}
         for i, option in enumerate(options):
             local_by_job.setdefault(option.job, []).append(i)
-        rows = (problem.rows if len(local) == len(problem.options)
-                else conflict_rows(options, problem.instance.cluster.num_servers))
+        try:
+            rows = (problem.rows if len(local) == len(problem.options)
+                    else conflict_rows(options, problem.instance.cluster.num_servers))
+        except OutOfTime:  # Ctrl-C: the windows committed so far stand
+            break
         started = time.perf_counter()
         point = solve_lp(options, list(local_by_job.values()), rows)
         lp_seconds += time.perf_counter() - started

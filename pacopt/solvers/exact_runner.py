@@ -119,6 +119,23 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
     return solution
 
 
+def run_lp_round(instance: Instance, method: str, model: JctModel, *,
+                 time_limit: float | None, threads: int | None, seed: int | None,
+                 progress: bool) -> Solution:
+    """``lp-round`` (:func:`pacopt.formulations.lp_round.run_lp_round`); when Ctrl-C stops the
+    building of its problem, the best online episode (:func:`online_fallback`), as for the exact
+    methods."""
+    from pacopt.formulations.lp_round import run_lp_round as rounding
+
+    started = time.perf_counter()
+    try:
+        return rounding(instance, method, model, time_limit=time_limit, threads=threads,
+                        seed=seed, progress=progress)
+    except OutOfTime as err:
+        limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
+        return online_fallback(instance, method, model, started, limit, str(err))
+
+
 def online_fallback(instance: Instance, method: str, model: JctModel, started: float,
                     limit: float, stage: str) -> Solution:
     """What an exact method returns when its problem could not be built in time (or Ctrl-C

@@ -90,7 +90,7 @@ METHODS: dict[str, Method] = {m.name: m for m in [
            "bound", _EXACT),
     Method("lp-round", "offline", "LP relaxation with randomised rounding and re-placement (Yu et "
            "al.), best of 48 seeded rounds; the worker-count LP as bound",
-           "pacopt.formulations.lp_round:run_lp_round"),
+           "pacopt.solvers.exact_runner:run_lp_round"),
 ]}
 DEFAULT_METHOD = "min-feasible"
 
