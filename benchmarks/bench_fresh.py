@@ -77,23 +77,15 @@ def one_cell(task) -> tuple[str, str, int, float]:
 
 
 def teacher_blocking(instance, dist: str, placement: str) -> float:
-    """The rollout teacher's episode (as :func:`pacopt.learned.train.teacher_chooser` builds it
-    for training, futures from training seeds), validated."""
-    from pacopt.cluster.policies import make_policy, tuned_choice
-    from pacopt.cluster.rollout import (
-        SAMPLED_FUTURES,
-        SAMPLED_HORIZON,
-        Rollout,
-        play_rollout,
-    )
+    """The rollout teacher's episode, the teacher built as training builds it
+    (:func:`pacopt.learned.train.teacher_chooser`, futures from training seeds), validated."""
+    from pacopt.cluster.rollout import play_rollout
     from pacopt.learned.env import WorkloadFamily
+    from pacopt.learned.train import teacher_chooser
     from pacopt.solvers.validate import validate
 
     family = WorkloadFamily.paper((dist,), placement=placement)
-    seeds = np.random.default_rng(0).integers(*family.seed_range, SAMPLED_FUTURES)
-    futures = [family.instance(dist, int(s)).jobs for s in seeds]
-    rollout = Rollout(make_policy(tuned_choice(dist, "ddls", placement)), SAMPLED_HORIZON,
-                      futures)
+    rollout = teacher_chooser("rollout", dist, "ddls", family, seed=0, placer=placement).rollout
     return validate(instance, play_rollout(instance, rollout)).blocking_rate
 
 

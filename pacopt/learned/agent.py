@@ -27,9 +27,15 @@ from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS
 from pacopt.cluster.placers import DEFAULT_PLACER
 from pacopt.cluster.policies import Decision
 from pacopt.cluster.recognise import BetaRecogniser, instance_distribution
-from pacopt.infra.checkpoint import check_checkpoint, load_checked
+from pacopt.infra.checkpoint import load_checked
 from pacopt.infra.errors import InputError
-from pacopt.learned.checkpoint_meta import check_format, read_metadata, summary
+from pacopt.learned.checkpoint_meta import (
+    AGENT_KIND,
+    AGENT_POLICY,
+    check_agent_checkpoint,
+    read_metadata,
+    summary,
+)
 from pacopt.learned.features import Observer
 from pacopt.learned.gnn import greedy_degree
 
@@ -65,12 +71,9 @@ def load_checkpoint(path: str):
     anything wrong is an :class:`InputError` naming the file."""
     from sb3_contrib import MaskablePPO
 
-    check_checkpoint(path, "checkpoint", policy="pacopt.learned.gnn:DegreePolicy",
-                     kind="pacopt agent checkpoint")
-    check_format(path, "checkpoint")  # before loading: another layout fails deep in torch
+    check_agent_checkpoint(path)  # before loading: another layout fails deep in torch
     model = load_checked(path, lambda file: MaskablePPO.load(file, device="cpu"),
-                         "checkpoint", policy="pacopt.learned.gnn:DegreePolicy",
-                         kind="pacopt agent checkpoint")
+                         "checkpoint", policy=AGENT_POLICY, kind=AGENT_KIND)
     policy = model.policy
     observation, action = policy.observation_space, policy.action_space
     if not (isinstance(observation, spaces.Dict) and "actions" in observation.spaces
@@ -203,5 +206,12 @@ class LearnedPolicy:
         its metadata without the settings (:func:`~pacopt.learned.checkpoint_meta.summary`:
         format, code version, recipe, seeds, rounds, steps, validation score, time), null for
         a file written before checkpoints had metadata."""
-        return {"checkpoints": {Path(path).name: summary(read_metadata(path))
+        return {"checkpoints": {Path(path).name: _summary(path)
                                 for path in self.played if path != _IN_MEMORY}}
+
+
+@lru_cache(maxsize=8)
+def _summary(path: str) -> dict | None:
+    """A checkpoint's metadata as results record it (read once per file, as the checkpoint is
+    loaded once: :func:`load_checkpoint`)."""
+    return summary(read_metadata(path))

@@ -40,6 +40,7 @@ from functools import lru_cache
 from importlib import metadata as package_metadata
 from pathlib import Path
 
+from pacopt.infra.checkpoint import check_checkpoint
 from pacopt.infra.errors import InputError
 from pacopt.infra.safe_write import write_atomically
 
@@ -184,6 +185,19 @@ def check_format(path: str | Path, what: str = "checkpoint") -> dict | None:
     raise InputError(f"{what} '{path}' was written by pacopt {meta.get('code_version', 'unknown')}"
                      f" in checkpoint format {meta['format']}; this pacopt reads format "
                      f"{CHECKPOINT_FORMAT}: {newer}retrain it ({rebuild})")
+
+
+#: The policy class and the name a pacopt agent checkpoint is checked as.
+AGENT_POLICY, AGENT_KIND = "pacopt.learned.gnn:DegreePolicy", "pacopt agent checkpoint"
+
+
+def check_agent_checkpoint(path: str | Path, what: str = "checkpoint") -> dict | None:
+    """Everything checked before a pacopt agent checkpoint is loaded (``--init``, ``--resume``,
+    ``solve --checkpoint``): a sound sb3 zip holding a ``DegreePolicy``
+    (:func:`~pacopt.infra.checkpoint.check_checkpoint`), then a format this pacopt reads
+    (:func:`check_format`); its metadata, or None."""
+    check_checkpoint(path, what, policy=AGENT_POLICY, kind=AGENT_KIND)
+    return check_format(path, what)
 
 
 def summary(metadata: dict | None) -> dict | None:

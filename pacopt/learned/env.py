@@ -117,6 +117,7 @@ class TraceFamily(WorkloadFamily):
     (:data:`~pacopt.cluster.trace.EVALUATION_WINDOWS`), and seeds its draws."""
 
     files: dict[str, Path] = field(default_factory=dict)
+    _windows: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_files(cls, files, preset: str = "ddls", placement: str = DEFAULT_PLACER,
@@ -147,7 +148,10 @@ class TraceFamily(WorkloadFamily):
 
     def _starts(self, label: str) -> np.ndarray:
         """First rows of the windows training may use: clear of the evaluation windows, and
-        the first row of their submission second (a window starts at a time)."""
+        the first row of their submission second (a window starts at a time); found once per
+        file."""
+        if label in self._windows:
+            return self._windows[label]
         rows = self._rows(label)
         n = self.workload["trace"]["num_jobs"]
         ok = np.ones(max(len(rows) - n + 1, 0), dtype=bool)
@@ -159,6 +163,7 @@ class TraceFamily(WorkloadFamily):
         if not len(starts):
             raise InputError(f"--trace: '{self.files[label]}' has no window of {n} jobs outside "
                              "the evaluation windows (docs/traces.md)")
+        self._windows[label] = starts
         return starts
 
     def instance(self, distribution: str, seed: int) -> Instance:

@@ -80,7 +80,12 @@ from pacopt.infra.progress import tqdm
 from pacopt.infra.ray_cluster import ray_address, ray_session
 from pacopt.infra.safe_write import prepare_folder, write_atomically
 from pacopt.learned.agent import LearnedPolicy, load_checkpoint
-from pacopt.learned.checkpoint_meta import embed_metadata, run_metadata
+from pacopt.learned.checkpoint_meta import (
+    AGENT_KIND,
+    AGENT_POLICY,
+    embed_metadata,
+    run_metadata,
+)
 from pacopt.learned.env import PartitionEnv, WorkloadFamily
 from pacopt.learned.gnn import DegreePolicy, greedy_degree
 from pacopt.learned.train_config import TrainConfig, read_run_state
@@ -738,8 +743,7 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print,
                 model = load_checked(
                     out / "latest.zip",
                     lambda file: MaskablePPO.load(file, env=envs, device="cpu"),
-                    "--resume checkpoint", policy="pacopt.learned.gnn:DegreePolicy",
-                    kind="pacopt agent checkpoint")
+                    "--resume checkpoint", policy=AGENT_POLICY, kind=AGENT_KIND)
             else:
                 model = MaskablePPO(
                     DegreePolicy, envs, learning_rate=config.learning_rate,

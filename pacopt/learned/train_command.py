@@ -90,17 +90,14 @@ RECIPE_STATE = "recipe.json"
 def _check_new_run(config, out: Path) -> None:
     """What a new run checks before any work: ``out`` can be written and holds no run yet, and
     ``--init``'s checkpoint is a pac-ml checkpoint of this pacopt's format."""
-    from pacopt.infra.checkpoint import check_checkpoint
     from pacopt.infra.safe_write import check_output_folder
-    from pacopt.learned.checkpoint_meta import check_format
+    from pacopt.learned.checkpoint_meta import check_agent_checkpoint
 
     check_output_folder(out, "--out")
     if (out / "latest.zip").exists() or (out / RECIPE_STATE).exists():
         raise InputError(f"'{out}' already holds a training run; use --resume or another --out")
     if config.init:
-        check_checkpoint(config.init, "--init checkpoint",
-                         policy="pacopt.learned.gnn:DegreePolicy", kind="pacopt agent checkpoint")
-        check_format(config.init, "--init checkpoint")
+        check_agent_checkpoint(config.init, "--init checkpoint")
 
 
 def _train_steps(recipe, given: dict, out: Path, resume: bool, ray: str | None = None) -> int:

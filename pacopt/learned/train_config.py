@@ -15,9 +15,8 @@ from typing import Any
 
 from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS
 from pacopt.cluster.placers import DEFAULT_PLACER, PLACERS, check_placer
-from pacopt.infra.checkpoint import check_checkpoint
 from pacopt.infra.errors import InputError
-from pacopt.learned.checkpoint_meta import check_format
+from pacopt.learned.checkpoint_meta import check_agent_checkpoint
 from pacopt.learned.env import PartitionEnv, TraceFamily, WorkloadFamily
 
 #: Training-range seeds the best checkpoint is selected on (never the held-out seeds).
@@ -210,9 +209,7 @@ def read_run_state(out: Path) -> dict:
     if not latest.exists() or not record.exists():
         raise InputError(f"--resume: no checkpoint to resume in '{out}' (it needs latest.zip "
                          "and run.json)")
-    check_checkpoint(latest, "--resume checkpoint", policy="pacopt.learned.gnn:DegreePolicy",
-                     kind="pacopt agent checkpoint")
-    check_format(latest, "--resume checkpoint")
+    check_agent_checkpoint(latest, "--resume checkpoint")
     where = f"--resume: '{record}'"
     if not record.is_file() or record.stat().st_size > MAX_RUN_JSON_BYTES:
         raise InputError(f"{where} is not a run state (not a small regular file)")
