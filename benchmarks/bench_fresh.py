@@ -36,10 +36,13 @@ from pacopt.cluster.instance import instance_from_dict
 from pacopt.cluster.paper_workload import (
     FRESH_SEEDS,
     PAPER_DISTRIBUTIONS,
+    on_cluster,
     paper_instance,
     paper_instance_dict,
+    parse_cluster,
 )
 from pacopt.cluster.placers import PLACERS
+from pacopt.infra.errors import InputError
 
 METHODS = ("pac-ml", "tuned", "tuned@first-fit", "min-feasible", "para-max")
 TEACHER = "teacher (rollout over tuned)"
@@ -50,10 +53,7 @@ def fresh_instance(dist: str, seed: int, cluster: tuple[int, int, int] | None):
     server if given."""
     if cluster is None:
         return paper_instance(dist, seed)
-    servers = cluster[0] * cluster[1] * cluster[2]
-    data = paper_instance_dict(dist, seed, interarrival_ms=1000.0 * 32 / servers)
-    data["cluster"] = dict(zip(("communication_groups", "racks_per_group", "servers_per_rack"),
-                               cluster))
+    data = on_cluster(paper_instance_dict(dist, seed), cluster)
     name = "x".join(map(str, cluster))
     return instance_from_dict(data, source=f"paper-{dist}-seed{seed}-{name}")
 
@@ -66,7 +66,7 @@ def one_cell(task) -> tuple[str, str, int, float]:
     instance = fresh_instance(dist, seed, cluster)
     method, _, placer = label.partition("@")
     if label == TEACHER:
-        rate = teacher_blocking(check_placement(instance, placement), dist, placement)
+        rate = teacher_blocking(check_placement(instance, placement), dist, placement, cluster)
     else:
         solution = solve(instance, method, seed=0, placement=placer or placement,
                          checkpoint=checkpoint if method == "pac-ml" else None)
@@ -76,15 +76,16 @@ def one_cell(task) -> tuple[str, str, int, float]:
     return label, dist, seed, rate
 
 
-def teacher_blocking(instance, dist: str, placement: str) -> float:
+def teacher_blocking(instance, dist: str, placement: str, cluster=None) -> float:
     """The rollout teacher's episode, the teacher built as training builds it
-    (:func:`pacopt.learned.train.teacher_chooser`, futures from training seeds), validated."""
+    (:func:`pacopt.learned.train.teacher_chooser`, futures from training seeds of the same
+    cluster), validated."""
     from pacopt.cluster.rollout import play_rollout
     from pacopt.learned.env import WorkloadFamily
     from pacopt.learned.train import teacher_chooser
     from pacopt.solvers.validate import validate
 
-    family = WorkloadFamily.paper((dist,), placement=placement)
+    family = WorkloadFamily.paper((dist,), placement=placement, cluster=cluster)
     rollout = teacher_chooser("rollout", dist, "ddls", family, seed=0, placer=placement).rollout
     return validate(instance, play_rollout(instance, rollout)).blocking_rate
 
@@ -106,13 +107,9 @@ def main() -> int:
         parser.error(f"--seeds must be in 1..{len(FRESH_SEEDS)} and --teacher-seeds in "
                      "0..--seeds")
     try:
-        cluster = None if args.cluster is None else tuple(int(x) for x in args.cluster.split("x"))
-    except ValueError:
-        cluster = ()
-    if cluster is not None and (len(cluster) != 3 or min(cluster) < 1):
-        parser.error("--cluster must be CxRxS, e.g. 8x8x4")
-    if cluster is not None and args.teacher_seeds:
-        parser.error("--cluster: the teacher samples the 4x4x2 workload; give --teacher-seeds 0")
+        cluster = None if args.cluster is None else parse_cluster(args.cluster)
+    except InputError as err:
+        parser.error(str(err))
     os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(SHARED))
     seeds = FRESH_SEEDS[:args.seeds]
     methods = [m for m in args.methods.split(",") if m]

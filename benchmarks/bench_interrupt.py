@@ -23,8 +23,8 @@ the delay, SIGKILL 30 s later if it is still alive (a hang). Recorded: seconds f
 exit, exit code, a traceback on stderr (or a death by a signal), and the result file if one was
 written (validated or not, interrupted or not). A run that ended before its SIGINT is counted as
 "finished first" (exit 0 expected), not as a failure; "ok, no result" is exit 130 in time with
-no result file (Ctrl-C before the method ran, or after it, while its solution was validated or
-written: outside :func:`pacopt.infra.interrupt.stoppable`). A fresh timing cache
+no result file (Ctrl-C before the method ran: while Python imports or the instance loads;
+one while the solution is validated or written lets that finish and writes the result). A fresh timing cache
 (``PACOPT_CACHE_DIR``) is used, so the first runs on each cluster build their tables cold.
 When ``py-spy`` is installed, the stack is dumped 0.15 s before each SIGINT (a dump pauses the
 process for a few ms) and the note column says where the process was: its innermost pacopt

@@ -7,7 +7,9 @@ scales with the cluster: the paper's workload (five PipeDream graphs, beta A, he
 10000) with jobs ``1000 x 32 / servers`` ms apart and no horizon, so every size sees the same
 offered load per server.
 
-Each run is its own process (peak RSS is the process's ``ru_maxrss``; tables and the timing
+Each run is its own process (``s``: the whole ``solve``, validation included; ``start``: of
+it, the start-up paid once per process, imports and checkpoints, measured as
+:func:`~pacopt.solvers.api.check_run` before the run; peak RSS is the process's ``ru_maxrss``; tables and the timing
 cache warm from a first run in a fresh cache folder, so the times are of a warm cache, as a user
 running a study sees them). Online methods play ``--jobs`` arrivals (2001); ``bound`` and
 ``cpsat`` (``--time-limit`` s, 2 threads) play ``--exact-jobs`` (300). Printed: time, peak
@@ -39,8 +41,9 @@ SHAPES = {32: (4, 4, 2), 64: (4, 4, 4), 128: (8, 4, 4), 256: (8, 8, 4), 512: (16
 ONLINE = [("sequential", None, "ddls"), ("para-max", None, "ddls"), ("para-min", None, "ddls"),
           ("random", None, "ddls"), ("min-feasible", None, "ddls"), ("fixed:4", None, "ddls"),
           ("fixed-or-min:8", None, "ddls"), ("tuned", None, "ddls"), ("elasticflow", None, "ddls"),
-          ("pac-ml", None, "ddls"), ("min-feasible", "best-fit", "ddls"),
-          ("tuned", "best-fit", "ddls"), ("min-feasible", "compact", "physical")]
+          ("pac-ml", None, "ddls"), ("lp-online", None, "ddls"),
+          ("min-feasible", "best-fit", "ddls"), ("tuned", "best-fit", "ddls"),
+          ("pac-ml", "best-fit", "ddls"), ("min-feasible", "compact", "physical")]
 EXACT = ["bound", "cpsat"]
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,24 +51,25 @@ ROOT = Path(__file__).resolve().parents[1]
 def instance(servers: int, jobs: int, preset: str):
     """The scaled paper workload on the cluster of ``servers`` (module doc)."""
     from pacopt.cluster.instance import instance_from_dict
-    from pacopt.cluster.paper_workload import paper_instance_dict
+    from pacopt.cluster.paper_workload import on_cluster, paper_instance_dict
 
-    c, r, s = SHAPES[servers]
-    data = paper_instance_dict("A", 10000, jobs, preset, interarrival_ms=1000.0 * 32 / servers,
-                               horizon_ms=None)
-    data["cluster"] = {"communication_groups": c, "racks_per_group": r, "servers_per_rack": s}
+    data = on_cluster(paper_instance_dict("A", 10000, jobs, preset, horizon_ms=None),
+                      SHAPES[servers])
     return instance_from_dict(data, source=f"scale-{servers}")
 
 
 def run_one(spec: dict) -> dict:
     """One run in this process (``--one``): the row of the table."""
-    from pacopt.solvers.api import solve
+    from pacopt.solvers.api import check_run, solve
 
     inst = instance(spec["servers"], spec["jobs"], spec["preset"])
     started = time.perf_counter()
+    check_run(inst, spec["method"], placement=spec["placer"])  # imports, checkpoints: once
+    ready = time.perf_counter()
     solution = solve(inst, spec["method"], seed=0, placement=spec["placer"],
                      time_limit=spec.get("time_limit"), threads=2)
     row = {**spec, "seconds": time.perf_counter() - started,
+           "episode_s": time.perf_counter() - ready, "startup_s": ready - started,
            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
            "blocking": solution.blocking_rate, "accepted": solution.accepted,
            "bound": solution.bound_accepted, "status": solution.status,
@@ -134,22 +138,32 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2001)
     parser.add_argument("--exact-jobs", type=int, default=300)
     parser.add_argument("--time-limit", type=float, default=60.0)
-    parser.add_argument("--plot", default=str(ROOT / "docs" / "img" / "scale.png"))
+    parser.add_argument("--plot", help="where the plot goes (default docs/img/scale.png; "
+                        "with --sizes or --methods, no plot unless given)")
+    parser.add_argument("--sizes", type=int, nargs="+", choices=list(SHAPES),
+                        help="cluster sizes to run (default: all, or --quick's)")
+    parser.add_argument("--methods", nargs="+", metavar="LABEL",
+                        help="only these rows, named as the table names them (e.g. 'pac-ml', "
+                        "'tuned @best-fit', 'min-feasible @compact (physical)', 'cpsat')")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(run_one(json.loads(args.one))))
         return
-    sizes = [32, 256, 1024] if args.quick else list(SHAPES)
+    sizes = args.sizes or ([32, 256, 1024] if args.quick else list(SHAPES))
     jobs, exact_jobs, limit = ((501, 100, 20.0) if args.quick
                                else (args.jobs, args.exact_jobs, args.time_limit))
     env = {**os.environ, "PACOPT_CACHE_DIR": tempfile.mkdtemp(prefix="pacopt-scale-")}
     rows = []
-    print(f"{'method':34s} {'servers':>7s} {'shape':>8s} {'jobs':>5s} {'s':>7s} {'MB':>6s} "
-          f"{'blocking':>8s} {'acc':>5s} {'bound':>5s} {'inc@s':>6s} {'bnd@s':>6s}")
+    print(f"{'method':34s} {'servers':>7s} {'shape':>8s} {'jobs':>5s} {'s':>7s} {'start':>6s} "
+          f"{'MB':>6s} {'blocking':>8s} {'acc':>5s} {'bound':>5s} {'inc@s':>6s} {'bnd@s':>6s}")
     specs = [{"method": m, "placer": p, "preset": pr, "jobs": jobs} for m, p, pr in ONLINE]
     specs += [{"method": m, "placer": None, "preset": "ddls", "jobs": exact_jobs,
                "time_limit": limit} for m in EXACT]
+    if args.methods:
+        specs = [spec for spec in specs if label(spec) in args.methods]
+        if not specs:
+            parser.error(f"--methods: none of {args.methods} is a row of the table")
     for spec in specs:
         for servers in sizes:
             row = measure({**spec, "servers": servers}, env)
@@ -160,7 +174,8 @@ def main() -> None:
                 continue
             fmt = lambda v: "-" if v is None else f"{v:.1f}"
             print(f"{label(row):34s} {servers:7d} {shape:>8s} {row['jobs']:5d} "
-                  f"{row['seconds']:7.2f} {row['rss_mb']:6.0f} {row['blocking']:8.3f} "
+                  f"{row['seconds']:7.2f} {row['startup_s']:6.2f} {row['rss_mb']:6.0f} "
+                  f"{row['blocking']:8.3f} "
                   f"{row['accepted']:5d} {fmt(row['bound']):>5s} {fmt(row['incumbent_s']):>6s} "
                   f"{fmt(row['bound_s']):>6s}", flush=True)
     fits = {}
@@ -171,8 +186,11 @@ def main() -> None:
     print("\nfitted exponent of time against servers (time ~ servers^k):")
     for name, slope in fits.items():
         print(f"  {name:34s} k = {slope:.2f}")
-    plot(rows, fits, Path(args.plot))
-    print(f"plot: {args.plot}")
+    path = args.plot or (None if args.sizes or args.methods
+                         else str(ROOT / "docs" / "img" / "scale.png"))
+    if path:
+        plot(rows, fits, Path(path))
+        print(f"plot: {path}")
 
 
 if __name__ == "__main__":

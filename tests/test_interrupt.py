@@ -146,3 +146,45 @@ def test_bound_survives_a_second_ctrl_c(attempt, tmp_path, pipedream_dir):
         assert json.loads(out.read_text())["interrupted"] is True
     else:
         assert "interrupted" in stderr
+
+
+ORPHAN_SCRIPT = """
+import os, sys, time
+from concurrent.futures import ProcessPoolExecutor
+import multiprocessing
+from pacopt.infra.interrupt import follow_stop, stop_requested
+
+def task():
+    print(os.getpid(), flush=True)
+    while not stop_requested():  # a long episode, polling the stop as episodes do
+        time.sleep(0.05)
+    return 'stopped'
+
+if __name__ == '__main__':
+    context = multiprocessing.get_context('spawn')
+    pool = ProcessPoolExecutor(1, mp_context=context, initializer=follow_stop,
+                               initargs=(context.Event(),))
+    pool.submit(task)
+    time.sleep(600)
+"""
+
+
+def test_a_killed_parents_pool_workers_stop_their_tasks(tmp_path):
+    """A training run or study killed with SIGTERM (no Ctrl-C handling) leaves no worker going
+    on with its task: the workers notice the parent is gone and stop within seconds."""
+    script = tmp_path / "orphan.py"
+    script.write_text(ORPHAN_SCRIPT)
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    worker = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGTERM)
+    parent.wait(10)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(worker, signal.SIGKILL)
+        pytest.fail("the worker outlived its killed parent by 15 s")

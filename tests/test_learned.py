@@ -115,6 +115,23 @@ def test_masked_degree_is_never_chosen(env):
         obs, _, done, _, _ = env.step(int(action))
 
 
+def test_the_greedy_degree_is_the_distributions_most_likely_allowed_one(env):
+    """The agent's play (the largest allowed logit) is the masked distribution's mode, on
+    every state of an episode, under random masks too."""
+    from pacopt.learned.gnn import degree_distribution
+
+    policy = _fresh_model(env, seed=3).policy
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=5)
+    done = False
+    while not done:
+        for mask in (env.action_masks(), rng.random(env.action_space.n) < 0.5):
+            mask[0] = True
+            mode = int(degree_distribution(policy, obs, mask).get_actions(deterministic=True)[0])
+            assert greedy_degree(policy, obs, mask) == mode
+        obs, _, done, _, _ = env.step(greedy_degree(policy, obs, env.action_masks()))
+
+
 def _blocking(policy, env, seeds=(10_000, 10_001), dist="A"):
     return float(np.mean([play(env, lambda e, o, m: greedy_degree(policy, o, m), dist, s)[0]
                           for s in seeds]))
@@ -247,8 +264,11 @@ def test_an_older_curve_is_widened_once(tmp_path):
     (["--minutes", "-1"], "--minutes must be"),
     (["--dagger-rounds", "-1"], "--dagger-rounds >= 0"),
     (["--warm-epochs", "0"], "--warm-epochs must be >= 1"),
-    (["--dagger-episodes", "0"], "--label-every and --warm-epochs must be >= 1"),
-    (["--label-every", "0"], "--label-every and --warm-epochs must be >= 1"),
+    (["--dagger-episodes", "0"], "--improve-horizon and --warm-epochs must be >= 1"),
+    (["--label-every", "0"], "--improve-horizon and --warm-epochs must be >= 1"),
+    (["--improve-futures", "0"], "--improve-horizon and --warm-epochs must be >= 1"),
+    (["--jobs", "0"], "--improve-horizon and --warm-epochs must be >= 1"),
+    (["--cluster", "8x8"], "--cluster must be GROUPSxRACKSxSERVERS"),
     (["--teacher-temperature", "0"], "--teacher-temperature must be a finite number > 0"),
     (["--regret-weight", "nan"], "--regret-weight a finite number >= 0"),
     (["--resume"], "no checkpoint to resume"),
@@ -353,3 +373,27 @@ def test_the_improve_teacher_labels_every_kth_state_over_the_student():
     _, steps = play(env, greedy_chooser(student), "B", 20_001, teacher)
     labelled = [i for i, step in enumerate(steps) if step[1] is not None]
     assert len(steps) == 30 and labelled == list(range(0, 30, 3))
+
+
+def test_a_short_policy_iteration_run_improves_on_its_starting_policy(pipedream_env):
+    """``improve:para-max``: two small rounds (rollouts over para-max, then over the student
+    fitted to them) give a policy that blocks less than para-max itself and than the untrained
+    network on the validation episodes: a real learning signal, from rollouts alone."""
+    from pacopt.cluster.policies import make_policy
+    from pacopt.cluster.simulator import simulate
+    from pacopt.learned.train import TrainConfig, validate_policy, warm_start
+
+    config = TrainConfig(distributions=("A",), placement="best-fit", num_jobs=60, envs=1,
+                         teacher="improve:para-max", warm_episodes=1, dagger_rounds=1,
+                         dagger_episodes=1, label_every=5, warm_epochs=8, improve_futures=2,
+                         improve_horizon=20, validation_seeds=(9000, 9001))
+    env = config.env()
+    model = _fresh_model(env, policy_kwargs=config.policy_kwargs())
+    untrained = validate_policy(env, model.policy, ("A",), config.validation_seeds)
+    scores: list[float] = []
+    warm_start(model, config, np.random.default_rng(0), log=lambda _: None,
+               evaluate=lambda: scores.append(validate_policy(
+                   env, model.policy, ("A",), config.validation_seeds)))
+    start = np.mean([simulate(env.family.instance("A", s), make_policy("para-max"),
+                              seed=0).blocking_rate for s in config.validation_seeds])
+    assert len(scores) == 2 and min(scores) < min(start, untrained)

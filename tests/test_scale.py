@@ -3,6 +3,7 @@ offline candidates, and limits honoured while a large problem is built."""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -165,3 +166,65 @@ def test_candidates_on_one_tile_are_the_full_enumeration():
         counts = op_counts(graph, d, inst.model.quantum_ms)
         assert candidate_placements(graph, counts, inst.cluster) == \
             placers.footprint_placements(graph, counts, inst.cluster)
+
+
+def test_ctrl_c_while_validating_keeps_the_result(monkeypatch):
+    """A stop that lands after the method has finished, while its solution is validated, keeps
+    the validated solution (marked interrupted, so the command exits 130)."""
+    from pacopt.solvers import api
+
+    real = api.validate
+
+    def validate_under_ctrl_c(inst, solution):
+        request_stop()
+        return real(inst, solution)
+
+    monkeypatch.setattr(api, "validate", validate_under_ctrl_c)
+    solution = solve(instance((4, 4, 2), [("cnn", 100.0 * i, 0.8) for i in range(20)]),
+                     "tuned", seed=0)
+    assert solution.validated and solution.interrupted
+    assert solution.arrived == 20
+
+
+def test_ctrl_c_while_writing_writes_the_result_and_exits_130(monkeypatch, tmp_path):
+    from pacopt.cluster.solution import Solution
+    from pacopt.solvers.commands import solve_command
+
+    real = Solution.save
+
+    def save_under_ctrl_c(self, path):
+        request_stop()
+        return real(self, path)
+
+    monkeypatch.setattr(Solution, "save", save_under_ctrl_c)
+    path = tmp_path / "i.json"
+    path.write_text(json.dumps(
+        instance((4, 4, 2), [("tiny", 100.0 * i, 0.8) for i in range(10)]).to_dict()))
+    assert solve_command([str(path), "--method", "tuned", "--quiet"]) == 130
+    written = Solution.load(tmp_path / "i.tuned.result.json")
+    assert written.validated and written.arrived == 10
+
+
+def test_the_agents_free_block_counts_on_a_wide_cluster_are_a_recount():
+    """The agent's free-block shares on 8x8x4 (kept up to date from the servers that changed,
+    a candidate's taken from the state it adds to) equal counting every block afresh, for
+    states far apart, near each other, and occupancies that are no addition to the first."""
+    from pacopt.learned.features import _BlockCounter
+
+    cluster = RampCluster(8, 8, 4)
+    counter = _BlockCounter(cluster, (1, 3, 4, 8, 16))
+    rng = random.Random(1)
+    state = 0
+    for _ in range(60):
+        if rng.random() < 0.2:
+            state = rng.getrandbits(cluster.num_servers) & rng.getrandbits(cluster.num_servers)
+        else:
+            state ^= 1 << rng.randrange(cluster.num_servers)
+        occupancies = [state] + [state | rng.getrandbits(cluster.num_servers)
+                                 & rng.getrandbits(cluster.num_servers) for _ in range(3)]
+        occupancies.append(rng.getrandbits(cluster.num_servers))  # no addition to the state
+        for m in (1, 3, 4, 8, 16):
+            blocks = cluster.blocks(m)
+            expected = [sum(1 for b in blocks if not b.mask & occ) / len(blocks)
+                        for occ in occupancies]
+            assert list(counter.free_shares(m, occupancies)) == pytest.approx(expected)

@@ -134,3 +134,18 @@ def test_a_bad_trace_is_one_line_before_any_worker_starts(tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
         assert not out.exists()
+
+
+def test_a_larger_cluster_keeps_the_papers_load_per_server(pipedream_env):
+    """``--cluster 8x8x4``: training and validation episodes on 256 servers, jobs arriving 8
+    times as often; a malformed shape, or one given with --trace, is one line."""
+    small = TrainConfig(distributions=("B",), num_jobs=30).family().instance("B", 3)
+    large = TrainConfig(distributions=("B",), num_jobs=30, cluster="8x8x4").family().instance("B", 3)
+    assert large.cluster.num_servers == 256 and small.cluster.num_servers == 32
+    assert [j.arrival_ms * 8 for j in large.jobs] == pytest.approx([j.arrival_ms for j in small.jobs])
+    assert [j.max_jct_fraction for j in large.jobs] == [j.max_jct_fraction for j in small.jobs]
+    for bad in ("8x8", "8x0x4", "axbxc"):
+        with pytest.raises(InputError, match="--cluster must be"):
+            TrainConfig(cluster=bad)
+    with pytest.raises(InputError, match="--cluster does not apply with --trace"):
+        TrainConfig(cluster="8x8x4", trace="t.csv")

@@ -14,6 +14,7 @@ seeds, never the other way round:
 from __future__ import annotations
 
 from pacopt.cluster.instance import Instance, instance_from_dict
+from pacopt.infra.errors import InputError
 
 #: The five graphs of the paper's workload (PipeDream profiles, looked up by model name).
 PAPER_GRAPHS = ("alexnet", "vgg16", "resnet18", "squeezenet1_0", "gnmt")
@@ -44,6 +45,31 @@ def paper_instance_dict(dist: str = "A", seed: int = 0, num_jobs: int = 1001,
                          "max_jct_fraction": {"paper": dist}, "seed": seed}}
     if horizon_ms is not None:
         data["horizon_ms"] = horizon_ms
+    return data
+
+
+#: Servers of the paper's cluster (4x4x2), whose load :func:`on_cluster` keeps per server.
+PAPER_SERVERS = 32
+
+
+def parse_cluster(text: str, flag: str = "--cluster") -> tuple[int, int, int]:
+    """``"8x8x4"`` -> (8, 8, 4): a RAMP cluster's groups, racks per group and servers per
+    rack; one :class:`InputError` line naming ``flag`` otherwise."""
+    parts = str(text).lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise InputError(f"{flag} must be GROUPSxRACKSxSERVERS, three positive whole numbers "
+                         f"such as 8x8x4, not '{text}'")
+    return tuple(int(p) for p in parts)  # type: ignore[return-value]
+
+
+def on_cluster(data: dict, cluster: tuple[int, int, int]) -> dict:
+    """``data`` (:func:`paper_instance_dict`) on the RAMP cluster ``cluster`` (groups, racks per
+    group, servers per rack) at the paper's load per server: its jobs arrive ``32 / servers``
+    times as far apart. Returns ``data``, changed."""
+    servers = cluster[0] * cluster[1] * cluster[2]
+    data["cluster"] = dict(zip(("communication_groups", "racks_per_group", "servers_per_rack"),
+                               cluster))
+    data["workload"]["interarrival_ms"] *= PAPER_SERVERS / servers
     return data
 
 

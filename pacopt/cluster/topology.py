@@ -268,27 +268,46 @@ class FirstFreeIndex:
     def first(self, occupied: int) -> Block | None:
         """The first block with no server in ``occupied``; None if every one is busy."""
         with self._lock:
-            changed = occupied ^ self.occupied
-            if changed:
-                if changed.bit_count() * 4 > self.num_servers:  # far away: recount all
-                    busy = np.unpackbits(np.frombuffer(
-                        occupied.to_bytes((self.num_servers + 7) // 8, "little"), np.uint8),
-                        bitorder="little")[:self.num_servers]
-                    self.busy = busy[self.servers].sum(axis=1, dtype=np.int32)
-                else:
-                    self.busy += self._count(changed & occupied)
-                    self.busy -= self._count(changed & self.occupied)
-                self.occupied = occupied
+            self._update(occupied)
             i = int(np.argmin(self.busy))  # the first of the least busy
             return self.blocks[i] if self.busy[i] == 0 else None
 
-    def _count(self, mask: int) -> np.ndarray:
-        """Per block, how many servers of ``mask`` it holds."""
-        if not mask:
-            return np.zeros(len(self.blocks), dtype=np.int32)
+    def free(self, occupied: int) -> np.ndarray:
+        """Per block, whether none of its servers is in ``occupied`` (a new array)."""
+        with self._lock:
+            self._update(occupied)
+            return self.busy == 0
+
+    def _update(self, occupied: int) -> None:
+        changed = occupied ^ self.occupied
+        if changed:
+            if changed.bit_count() * 4 > self.num_servers:  # far away: recount all
+                busy = np.unpackbits(np.frombuffer(
+                    occupied.to_bytes((self.num_servers + 7) // 8, "little"), np.uint8),
+                    bitorder="little")[:self.num_servers]
+                self.busy = busy[self.servers].sum(axis=1, dtype=np.int32)
+            else:
+                self.busy += self._count(changed & occupied)
+                self.busy -= self._count(changed & self.occupied)
+            self.occupied = occupied
+
+    def touched(self, mask: int) -> np.ndarray:
+        """The blocks holding a server of ``mask`` (a block once per such server)."""
+        parts = self._holding(mask)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+
+    def _holding(self, mask: int) -> list[np.ndarray]:
+        """Per server of ``mask``, the blocks holding it."""
         parts = []
         while mask:
             low = mask & -mask
             parts.append(self.holding[low.bit_length() - 1])
             mask ^= low
+        return parts
+
+    def _count(self, mask: int) -> np.ndarray:
+        """Per block, how many servers of ``mask`` it holds."""
+        if not mask:
+            return np.zeros(len(self.blocks), dtype=np.int32)
+        parts = self._holding(mask)
         return np.bincount(np.concatenate(parts), minlength=len(self.blocks)).astype(np.int32)

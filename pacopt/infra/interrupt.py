@@ -183,17 +183,30 @@ def start_fork_server() -> None:
             return
 
 
+#: How often a pool worker looks whether its parent is still there (:func:`follow_stop`).
+PARENT_CHECK_SECONDS = 1.0
+
+
 def follow_stop(event) -> None:
     """A pool worker's initializer (``initargs=(event,)``, a multiprocessing ``Event``): the
     worker ignores Ctrl-C (its parent decides), and once the parent sets ``event``,
     :func:`stop_requested` is true here too, so a task polling it ends early and the pool shuts
-    down without killing anyone."""
+    down without killing anyone. The same happens when the parent dies without a word (``kill``,
+    SIGTERM): its workers would otherwise go on with their tasks for as long as those take."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
 
     def relay() -> None:
-        event.wait()
+        orphaned = False
+        while not event.wait(PARENT_CHECK_SECONDS):
+            if os.getppid() != parent:  # the parent was killed: nobody wants this work now
+                orphaned = True
+                break
         _for_good.set()  # stoppable() clears the flag per task; the tasks queued after must not run
         request_stop()
+        if orphaned:  # nothing will read its result, nor close its queue: leave
+            time.sleep(PARENT_CHECK_SECONDS)  # the task's own stop, at its next decision
+            os._exit(EXIT_INTERRUPTED)
 
     threading.Thread(target=relay, name="follow-stop", daemon=True).start()
 

@@ -33,6 +33,7 @@ from pacopt.cluster.jct import JctModel
 from pacopt.cluster.paper_workload import (
     PAPER_DISTRIBUTIONS,
     TRAIN_SEED_RANGE,
+    on_cluster,
     paper_instance_dict,
 )
 from pacopt.cluster.placers import DEFAULT_PLACER
@@ -67,10 +68,14 @@ class WorkloadFamily:
     @classmethod
     def paper(cls, distributions: tuple[str, ...] = PAPER_DISTRIBUTIONS, preset: str = "ddls",
               num_jobs: int = 1001, seed_range: tuple[int, int] = TRAIN_SEED_RANGE,
-              placement: str = DEFAULT_PLACER, **kwargs) -> WorkloadFamily:
+              placement: str = DEFAULT_PLACER, cluster: tuple[int, int, int] | None = None,
+              **kwargs) -> WorkloadFamily:
         """The paper's workload family (see :func:`pacopt.cluster.paper_workload.paper_instance_dict`)
-        under ``placement``."""
+        under ``placement``; on ``cluster`` (groups, racks, servers per rack) at the paper's
+        load per server if given (:func:`~pacopt.cluster.paper_workload.on_cluster`)."""
         data = paper_instance_dict("A", 0, num_jobs, preset, **kwargs)
+        if cluster is not None:
+            on_cluster(data, cluster)
         data["model"]["placement"] = placement
         return cls.from_instance_data(data, distributions=distributions, seed_range=seed_range,
                                       source="paper")

@@ -39,7 +39,7 @@ from gymnasium import spaces
 from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.policies import Decision
 from pacopt.cluster.settings import ModelSettings
-from pacopt.cluster.topology import RampCluster
+from pacopt.cluster.topology import FirstFreeIndex, RampCluster
 
 MAX_NODES = 256
 MAX_EDGES = 512
@@ -135,21 +135,21 @@ def encode_graph(graph: JobGraph) -> GraphArrays:
 
 class _BlockCounter:
     """Counts free blocks per RAMP size on an occupancy bitmask: numpy over the block masks when
-    the cluster fits in 64 bits; on wider clusters, each block's servers gathered from the
-    occupancy's bits, and a candidate placement's count taken from the occupancy it adds to (the
-    free blocks now, less those its new servers touch), not counted again."""
+    the cluster fits in 64 bits; on wider clusters, per block a count of its busy servers kept up
+    to date from the servers that changed (:class:`~pacopt.cluster.topology.FirstFreeIndex`),
+    and a candidate placement's count taken from the occupancy it adds to (the free blocks now,
+    less those its new servers touch), not counted again."""
 
     def __init__(self, cluster: RampCluster, sizes: tuple[int, ...]):
         self.wide = cluster.num_servers > 64
-        self.num_servers = cluster.num_servers
         self.masks = {}
+        self._index: dict[int, FirstFreeIndex] = {}
         for m in sizes:
             blocks = cluster.blocks(m) if m <= cluster.num_servers else ()
-            # wide: each block's servers (a gather per occupancy, not a Python loop per block)
-            self.masks[m] = (np.asarray([b.servers for b in blocks], dtype=np.int32).reshape(
-                len(blocks), m) if self.wide else np.array([b.mask for b in blocks], dtype=np.uint64))
-        self._touches: dict[int, np.ndarray] = {}  # wide: server x block incidence, when needed
-        self._last: dict[int, tuple[int, np.ndarray]] = {}  # wide: the last occupancy's blocks
+            self.masks[m] = np.array([b.mask for b in blocks], dtype=object if self.wide
+                                     else np.uint64)
+            if self.wide and blocks:  # its own: the placer's indexes follow the episode's state
+                self._index[m] = FirstFreeIndex(blocks, cluster.num_servers)
 
     def free_share(self, m: int, occupied: int) -> float:
         """Share of the size-``m`` blocks that are wholly free under ``occupied``."""
@@ -166,35 +166,24 @@ class _BlockCounter:
         occ = np.array(occupied, dtype=np.uint64)[:, None]
         return np.count_nonzero((masks[None, :] & occ) == 0, axis=1) / len(masks)
 
-    def _bits(self, occupied: int) -> np.ndarray:
-        width = (self.num_servers + 7) // 8
-        return np.unpackbits(np.frombuffer(occupied.to_bytes(width, "little"), np.uint8),
-                             bitorder="little")[:self.num_servers].astype(bool)
-
-    def _free_blocks(self, m: int, occupied: int) -> np.ndarray:
-        """Which size-``m`` blocks are wholly free under ``occupied`` (the last one kept: the
-        observation asks for the same state several times)."""
-        last = self._last.get(m)
-        if last is None or last[0] != occupied:
-            last = self._last[m] = (occupied, ~self._bits(occupied)[self.masks[m]].any(axis=1))
-        return last[1]
-
     def _wide_shares(self, m: int, occupied: list[int]) -> np.ndarray:
-        base = occupied[0]
-        free = self._free_blocks(m, base)
-        shares = np.empty(len(occupied))
+        index, base = self._index[m], occupied[0]
+        free = index.free(base)
+        blocks = len(free)
+        shares = np.full(len(occupied), float(np.count_nonzero(free)))
+        lost, afresh = [], []
         for i, occ in enumerate(occupied):
-            if occ & base != base:  # not an addition to the first: count it afresh
-                shares[i] = np.count_nonzero(~self._bits(occ)[self.masks[m]].any(axis=1))
+            if occ & base != base:  # not an addition to the first: counted afresh below
+                afresh.append(i)
                 continue
-            added = np.flatnonzero(self._bits(occ & ~base))
-            if m not in self._touches:
-                touches = np.zeros((self.num_servers, len(self.masks[m])), dtype=bool)
-                touches[self.masks[m], np.arange(len(self.masks[m]))[:, None]] = True
-                self._touches[m] = touches
-            lost = np.count_nonzero(free & self._touches[m][added].any(axis=0)) if len(added) else 0
-            shares[i] = np.count_nonzero(free) - lost
-        return shares / len(self.masks[m])
+            touched = index.touched(occ & ~base)
+            lost.append(i * blocks + touched[free[touched]])  # (occupancy, free block) keys
+        if lost:  # each free block an addition touches, once per addition
+            shares -= np.bincount(np.unique(np.concatenate(lost)) // blocks,
+                                  minlength=len(occupied))
+        for i in afresh:
+            shares[i] = np.count_nonzero(index.free(occupied[i]))
+        return shares / blocks
 
 
 class Observer:

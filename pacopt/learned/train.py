@@ -88,14 +88,15 @@ from pacopt.learned.checkpoint_meta import (
 )
 from pacopt.learned.env import PartitionEnv, WorkloadFamily
 from pacopt.learned.gnn import DegreePolicy, greedy_degree
-from pacopt.learned.train_config import TrainConfig, read_run_state
+from pacopt.learned.train_config import (
+    IMPROVE_FUTURES,
+    IMPROVE_HORIZON,
+    TrainConfig,
+    read_run_state,
+)
 
 #: The warm start's initial learning rate (decayed to 0 over its epochs).
 WARM_LEARNING_RATE = 1e-3
-#: The improve teacher's rollouts over the student (a network call per fork step, about 3 ms,
-#: against microseconds for a heuristic): fewer and shorter futures than over ``tuned``.
-STUDENT_FUTURES = 4
-STUDENT_HORIZON = 50
 
 
 def _make_env(config: TrainConfig, rank: int):
@@ -158,7 +159,8 @@ def greedy_chooser(policy: DegreePolicy):
 def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
                     family: WorkloadFamily | None = None, seed: int = 0,
                     temperature: float = 0.25, student=None, label_every: int = 1,
-                    placer: str = DEFAULT_PLACER):
+                    placer: str = DEFAULT_PLACER,
+                    improve: tuple[int, int] = (IMPROVE_FUTURES, IMPROVE_HORIZON)):
     """``teacher`` for :func:`play`: a heuristic's degree (``tuned`` resolves per distribution);
     ``lookahead``: the hindsight rollout teacher over ``tuned`` (:mod:`pacopt.cluster.rollout`;
     training episodes only); ``rollout``: the rollout teacher over ``tuned`` on job streams
@@ -168,8 +170,10 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
     agent's greedy degree, where ``{dist}`` in PATH becomes the distribution (distilling
     per-distribution agents into one); ``improve``: policy improvement of ``student`` (the
     network being trained, :class:`~pacopt.learned.agent.LearnedPolicy` forks it), the rollout
-    teacher with the student as its base, which labels every ``label_every``-th state (without
-    a student yet: ``rollout``); or one of these per distribution, ``A=agent:a.zip,B=tuned,C=...``.
+    teacher with the student as its base (``improve``: its futures and horizon), which labels
+    every ``label_every``-th state (without
+    a student yet: ``rollout``); ``improve:POLICY``, policy iteration from ``POLICY``: its
+    first round's rollouts are the same, over ``POLICY``; or one of these per distribution, ``A=agent:a.zip,B=tuned,C=...``.
 
     A rollout teacher's target is soft: each scored degree's rollout score minus the base
     policy's, over ``temperature`` (module doc); the others name one degree (:func:`one_hot`).
@@ -180,14 +184,21 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
         if distribution not in choice:
             raise InputError(f"teacher '{name}' names no teacher for distribution {distribution}")
         return teacher_chooser(choice[distribution], distribution, preset, family, seed,
-                               temperature, student, label_every, placer)
-    if name == "improve" and student is not None:
+                               temperature, student, label_every, placer, improve)
+    if name.split(":")[0] == "improve" and student is not None:
         if family is None:
             raise InputError("the improve teacher needs the workload family to sample from")
-        seeds = np.random.default_rng(seed).integers(*family.seed_range, STUDENT_FUTURES)
+        seeds = np.random.default_rng(seed).integers(*family.seed_range, improve[0])
         futures = [family.instance(distribution, int(s)).jobs for s in seeds]
-        return RolloutTarget(Rollout(LearnedPolicy(network=student), STUDENT_HORIZON, futures),
+        return RolloutTarget(Rollout(LearnedPolicy(network=student), improve[1], futures),
                              temperature, label_every)
+    if name.startswith("improve:"):  # its first round: the same rollouts, over POLICY
+        if family is None:
+            raise InputError("the improve teacher needs the workload family to sample from")
+        seeds = np.random.default_rng(seed).integers(*family.seed_range, improve[0])
+        futures = [family.instance(distribution, int(s)).jobs for s in seeds]
+        return RolloutTarget(Rollout(make_policy(name[len("improve:"):]), improve[1], futures),
+                             temperature)
     name, _, base = name.partition(":") if name.startswith("rollout:") else (name, "", "")
     if name in ("lookahead", "rollout", "improve"):
         futures = None
@@ -255,7 +266,10 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
     then ``dagger_rounds`` rounds in which the policy drives and the teacher labels the states
     it visits (so the policy learns to recover from its own mistakes); after each round the
     policy is fitted again, from its initial weights, to everything collected, and
-    ``evaluate()`` (if given) scores it. The episodes of a round are played by ``config.envs``
+    ``evaluate()`` (if given) scores it. With the ``improve`` teacher the rounds are
+    approximate policy iteration instead: each DAgger round's states are labelled by rollouts
+    over the policy itself, and the policy is fitted on from its current weights to that
+    round's labels alone (the earlier ones were relative to an older policy). The episodes of a round are played by ``config.envs``
     processes side by side (a rollout teacher takes about a minute each), or with ``ray``
     (``"local"`` or a cluster address) as Ray tasks (:func:`_labeller`); the labels are the same.
 
@@ -264,6 +278,9 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
     data: list = []
     policy = model.policy
     initial = weights(policy)
+    # improve: each round labels the current policy's states by rollouts over it, and the
+    # policy is fitted on to those labels alone (approximate policy iteration)
+    iterate = config.teacher.split(":")[0] == "improve"
     started, played = time.time(), 0
     with _labeller(config, ray) as label:
         for round_ in range(1 + config.dagger_rounds):
@@ -281,11 +298,14 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
             results = _label_all(label, tasks)
             if results is None:  # Ctrl-C
                 return
+            if iterate and round_:  # policy iteration: the new labels are over this policy
+                data = []
             for (_, dist, seed, _, _), (blocking, steps) in zip(tasks, results):
                 data += steps
                 who = "teacher" if round_ == 0 else f"policy (DAgger round {round_})"
                 log(f"warm start: {who} on {dist} seed {seed}: blocking {blocking:.3f}")
-            policy.load_state_dict(initial)  # each round fits everything from scratch
+            if not (iterate and round_):  # DAgger fits everything from scratch
+                policy.load_state_dict(initial)
             _fit(policy, data, config, rng, log)
             if evaluate is not None and not stop_requested():
                 evaluate()
@@ -419,7 +439,8 @@ def _label_episode(task) -> tuple[float, list]:
     teacher = teacher_chooser(config.teacher, dist, config.preset, env.family, teacher_seed,
                               config.teacher_temperature, student=policy,
                               label_every=config.label_every if driver is not None else 1,
-                              placer=config.placement)
+                              placer=config.placement,
+                              improve=(config.improve_futures, config.improve_horizon))
     blocking, steps = play(env, drive, dist, seed, teacher)
     return blocking, [step for step in _with_returns(steps, config.gamma) if step[1] is not None]
 
@@ -757,11 +778,12 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print,
                                      _OnStepGrid(config.eval_every, validation, state),
                                      _StopAt(config.max_steps, deadline)])
             callback.init_callback(model)
-            if not resume:  # score the starting point: PPO must beat it to replace best.zip
+            if not resume:  # score the starting point: training must beat it for best.zip
                 if config.init:
                     model.policy.load_state_dict(
                         load_checkpoint(str(Path(config.init).resolve())).state_dict())
-                if config.teacher and config.warm_episodes and not config.init:
+                    validation.on_step()
+                if config.teacher and config.warm_episodes:  # from --init's weights if given
                     def evaluate() -> None:  # after each fitted round (its checkpoints say so)
                         state["rounds"] = state.get("rounds", 0) + 1
                         validation.on_step()
@@ -770,7 +792,7 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print,
                                ray=ray)
                     if validation.best_weights is not None:  # PPO goes on from the best
                         model.policy.load_state_dict(validation.best_weights)
-                else:
+                elif not config.init:
                     validation.on_step()
             budget = (config.max_steps - model.num_timesteps if config.max_steps
                       else 10 ** 9)  # the wall-clock budget stops it first

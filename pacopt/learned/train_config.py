@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS
+from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS, parse_cluster
 from pacopt.cluster.placers import DEFAULT_PLACER, PLACERS, check_placer
 from pacopt.infra.errors import InputError
 from pacopt.learned.checkpoint_meta import check_agent_checkpoint
@@ -21,6 +21,10 @@ from pacopt.learned.env import PartitionEnv, TraceFamily, WorkloadFamily
 
 #: Training-range seeds the best checkpoint is selected on (never the held-out seeds).
 VALIDATION_SEEDS = tuple(range(9_000, 9_008))
+#: The improve teacher's rollouts over the student by default (a network call per fork step,
+#: against microseconds for a heuristic): fewer and shorter futures than over ``tuned``.
+IMPROVE_FUTURES = 4
+IMPROVE_HORIZON = 50
 #: On traces, two windows of each trace (episodes of several traces are slower and longer-lived).
 TRACE_VALIDATION_SEEDS = VALIDATION_SEEDS[:2]
 
@@ -72,7 +76,8 @@ def _teacher(name: str) -> str:
 
 
 #: The one message for an integer option out of range (the command has always given it whole).
-_COUNTS_ERROR = ("--envs, --steps, --dagger-episodes, --label-every and --warm-epochs must be "
+_COUNTS_ERROR = ("--envs, --jobs, --steps, --dagger-episodes, --label-every, --improve-futures, "
+                 "--improve-horizon and --warm-epochs must be "
                  ">= 1, --seed, --warm-episodes and --dagger-rounds >= 0")
 _TARGET_ERROR = ("--teacher-temperature must be a finite number > 0 and "
                  "--regret-weight a finite number >= 0")
@@ -94,7 +99,13 @@ class TrainConfig:
         None, "--trace", "train on windows of these ElasticFlow traces (format elasticflow; "
         "1001 jobs at load 0.5, drawn outside the windows docs/traces.md measures on) instead "
         "of the paper's workload; --dist does not apply", metavar="FILE[,FILE...]")
-    num_jobs: int = 1001
+    cluster: str | None = _option(
+        None, "--cluster", "train on this RAMP cluster at the paper's load per server (default "
+        "the paper's 4x4x2; e.g. 8x8x4: 256 servers, jobs 8 times as often)",
+        metavar="CxRxS")
+    num_jobs: int = _option(1001, "--jobs", "jobs per training episode (default %(default)s; "
+                            "validation plays episodes of the same length)", minimum=1,
+                            error=_COUNTS_ERROR)
     minutes: float = _option(60.0, "--minutes", "wall-clock budget of this run (default "
                              "%(default)g)", minimum=0, exclusive=True)
     max_steps: int | None = _option(None, "--steps", "stop after this many environment steps",
@@ -106,12 +117,15 @@ class TrainConfig:
     teacher: str = _option(
         "tuned", "--teacher", "policy imitated by the warm start (default %(default)s): tuned, "
         "rollout (rollouts over tuned on sampled futures: about a minute per episode, "
-        "stronger), rollout:POLICY (the same over another rule, e.g. rollout:min-feasible), improve (rollout in the first round; then, in each DAgger round, rollouts "
-        "over the policy being trained: policy iteration), lookahead (the same on the episode's real future: hindsight), any online "
+        "stronger), rollout:POLICY (the same over another rule, e.g. rollout:min-feasible), improve (rollout in the first round; then, in each DAgger round, shorter rollouts "
+        "over the policy being trained, which is fitted on to that round's labels: "
+        "approximate policy iteration), improve:POLICY (the same from POLICY: every round's "
+        "rollouts alike, e.g. improve:para-max), lookahead (the same on the episode's real future: hindsight), any online "
         "heuristic, agent:PATH (a trained agent; {dist} in PATH becomes each distribution: "
         "distillation), or none", parse=_teacher)
-    init: str | None = _option(None, "--init", "start from this checkpoint instead of the warm "
-                               "start (fine-tuning)", metavar="CHECKPOINT")
+    init: str | None = _option(None, "--init", "start from this checkpoint (fine-tuning): the "
+                               "warm start, if --warm-episodes > 0 and a teacher is given, "
+                               "imitates its teacher from these weights, then PPO", metavar="CHECKPOINT")
     warm_episodes: int = _option(5, "--warm-episodes", "teacher episodes per distribution in the "
                                  "warm start (default %(default)s)", minimum=0,
                                  error=_COUNTS_ERROR)
@@ -125,6 +139,12 @@ class TrainConfig:
                                "teachers label every this many states (default %(default)s; "
                                "the improve teacher, whose forks call the network, wants "
                                "about 10)", minimum=1, error=_COUNTS_ERROR)
+    improve_futures: int = _option(IMPROVE_FUTURES, "--improve-futures", "the improve "
+                                   "teacher's sampled job streams per labelled state (default "
+                                   "%(default)s)", minimum=1, error=_COUNTS_ERROR)
+    improve_horizon: int = _option(IMPROVE_HORIZON, "--improve-horizon", "arrivals each of "
+                                   "its forks plays (default %(default)s)", minimum=1,
+                                   error=_COUNTS_ERROR)
     dagger_episodes: int = _option(2, "--dagger-episodes", "episodes per distribution in each "
                                    "DAgger round (default %(default)s)", minimum=1,
                                    error=_COUNTS_ERROR)
@@ -159,6 +179,11 @@ class TrainConfig:
         if self.trace and self.distributions != PAPER_DISTRIBUTIONS:
             raise InputError("--dist does not apply with --trace (each trace file is a family "
                              "of episodes of its own)")
+        if self.cluster is not None:
+            if self.trace:
+                raise InputError("--cluster does not apply with --trace (a trace's cluster is "
+                                 "its own)")
+            parse_cluster(self.cluster)
         if self.trace and self.validation_seeds == VALIDATION_SEEDS:
             self.validation_seeds = TRACE_VALIDATION_SEEDS
 
@@ -179,7 +204,8 @@ class TrainConfig:
             return TraceFamily.from_files(self.trace.split(","), self.preset, self.placement,
                                           self.num_jobs, **kwargs)
         return WorkloadFamily.paper(self.distributions, self.preset, self.num_jobs,
-                                    placement=self.placement, **kwargs)
+                                    placement=self.placement, cluster=self.cluster and
+                                    parse_cluster(self.cluster), **kwargs)
 
     def env(self) -> PartitionEnv:
         """A training environment (rewards scaled by 1 - gamma: returns of about 1)."""

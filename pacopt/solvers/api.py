@@ -120,6 +120,8 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
     model = model or JctModel(instance.cluster, instance.model)
     started = time.perf_counter()
     entry = method_entry(method)
+    # a Ctrl-C after the method has finished, while its solution is validated, keeps it (and
+    # marks it interrupted, so that the command exits 130)
     with stoppable():
         if entry.online:
             solution = simulate(instance, policy, seed=seed, model=model,
@@ -128,14 +130,15 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
             solution = entry.load()(instance, method, model, time_limit=time_limit,
                                     threads=threads, seed=seed, progress=progress)
         solution.interrupted = stop_requested()
-    solution.solve_seconds = time.perf_counter() - started
-    solution.seed = seed
-    try:
-        validate(instance, solution)  # its own timings, never the solver's cache
-    except ValidationError as err:
-        solution.status = "error"
-        solution.metrics["validation_problems"] = err.problems
-        if any("re-simulated" in problem for problem in err.problems):
-            warn(f"the method's JCTs differ from the validator's own: if the timing cache in "
-                 f"'{cache_dir()}' was edited or copied from elsewhere, delete it")
+        solution.solve_seconds = time.perf_counter() - started
+        solution.seed = seed
+        try:
+            validate(instance, solution)  # its own timings, never the solver's cache
+        except ValidationError as err:
+            solution.status = "error"
+            solution.metrics["validation_problems"] = err.problems
+            if any("re-simulated" in problem for problem in err.problems):
+                warn(f"the method's JCTs differ from the validator's own: if the timing cache "
+                     f"in '{cache_dir()}' was edited or copied from elsewhere, delete it")
+        solution.interrupted = solution.interrupted or stop_requested()
     return solution

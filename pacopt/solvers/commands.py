@@ -79,14 +79,16 @@ def solve_command(argv: list[str] | None) -> int:
     solution = solve(instance, args.method, time_limit=args.time_limit, threads=args.threads,
                      seed=args.seed, progress=not (args.quiet or args.json),
                      checkpoint=args.checkpoint)
-    solution.save(out)
+    with stoppable():  # a Ctrl-C while the result is written: it is written, then exit 130
+        solution.save(out)
+        interrupted = solution.interrupted or stop_requested()
     if args.json:
         print(solution.dumps())
     if not args.quiet:
         _summary(solution, out, sys.stderr if args.json else sys.stdout)
     if not solution.validated:
         return 1
-    return EXIT_INTERRUPTED if solution.interrupted else 0
+    return EXIT_INTERRUPTED if interrupted else 0
 
 
 def _summary(solution, out: Path, stream) -> None:
