@@ -171,9 +171,9 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
     per-distribution agents into one); ``improve``: policy improvement of ``student`` (the
     network being trained, :class:`~pacopt.learned.agent.LearnedPolicy` forks it), the rollout
     teacher with the student as its base (``improve``: its futures and horizon), which labels
-    every ``label_every``-th state (without
-    a student yet: ``rollout``); ``improve:POLICY``, policy iteration from ``POLICY``: its
-    first round's rollouts are the same, over ``POLICY``; or one of these per distribution, ``A=agent:a.zip,B=tuned,C=...``.
+    every ``label_every``-th state (without a student yet: ``rollout``); ``improve:POLICY``,
+    policy iteration from ``POLICY``: its first round's rollouts are the same, over ``POLICY``;
+    or one of these per distribution, ``A=agent:a.zip,B=tuned,C=...``.
 
     A rollout teacher's target is soft: each scored degree's rollout score minus the base
     policy's, over ``temperature`` (module doc); the others name one degree (:func:`one_hot`).
@@ -185,28 +185,21 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
             raise InputError(f"teacher '{name}' names no teacher for distribution {distribution}")
         return teacher_chooser(choice[distribution], distribution, preset, family, seed,
                                temperature, student, label_every, placer, improve)
+    def sampled(count: int) -> list:  # job streams of the family, drawn with ``seed``
+        if family is None:
+            raise InputError("the rollout teachers need the workload family to sample from")
+        seeds = np.random.default_rng(seed).integers(*family.seed_range, count)
+        return [family.instance(distribution, int(s)).jobs for s in seeds]
+
     if name.split(":")[0] == "improve" and student is not None:
-        if family is None:
-            raise InputError("the improve teacher needs the workload family to sample from")
-        seeds = np.random.default_rng(seed).integers(*family.seed_range, improve[0])
-        futures = [family.instance(distribution, int(s)).jobs for s in seeds]
-        return RolloutTarget(Rollout(LearnedPolicy(network=student), improve[1], futures),
-                             temperature, label_every)
+        return RolloutTarget(Rollout(LearnedPolicy(network=student), improve[1],
+                                     sampled(improve[0])), temperature, label_every)
     if name.startswith("improve:"):  # its first round: the same rollouts, over POLICY
-        if family is None:
-            raise InputError("the improve teacher needs the workload family to sample from")
-        seeds = np.random.default_rng(seed).integers(*family.seed_range, improve[0])
-        futures = [family.instance(distribution, int(s)).jobs for s in seeds]
-        return RolloutTarget(Rollout(make_policy(name[len("improve:"):]), improve[1], futures),
-                             temperature)
+        return RolloutTarget(Rollout(make_policy(name[len("improve:"):]), improve[1],
+                                     sampled(improve[0])), temperature)
     name, _, base = name.partition(":") if name.startswith("rollout:") else (name, "", "")
     if name in ("lookahead", "rollout", "improve"):
-        futures = None
-        if name != "lookahead":
-            if family is None:
-                raise InputError("the rollout teacher needs the workload family to sample from")
-            seeds = np.random.default_rng(seed).integers(*family.seed_range, SAMPLED_FUTURES)
-            futures = [family.instance(distribution, int(s)).jobs for s in seeds]
+        futures = None if name == "lookahead" else sampled(SAMPLED_FUTURES)
         return RolloutTarget(Rollout(make_policy(base or tuned_choice(distribution, preset, placer)),
                                      SAMPLED_HORIZON if futures else 40, futures), temperature)
     if name.startswith("agent:"):  # a trained agent per distribution: distillation
@@ -269,7 +262,8 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
     ``evaluate()`` (if given) scores it. With the ``improve`` teacher the rounds are
     approximate policy iteration instead: each DAgger round's states are labelled by rollouts
     over the policy itself, and the policy is fitted on from its current weights to that
-    round's labels alone (the earlier ones were relative to an older policy). The episodes of a round are played by ``config.envs``
+    round's labels alone (the earlier ones were relative to an older policy). The episodes of
+    a round are played by ``config.envs``
     processes side by side (a rollout teacher takes about a minute each), or with ``ray``
     (``"local"`` or a cluster address) as Ray tasks (:func:`_labeller`); the labels are the same.
 

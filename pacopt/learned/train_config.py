@@ -117,15 +117,17 @@ class TrainConfig:
     teacher: str = _option(
         "tuned", "--teacher", "policy imitated by the warm start (default %(default)s): tuned, "
         "rollout (rollouts over tuned on sampled futures: about a minute per episode, "
-        "stronger), rollout:POLICY (the same over another rule, e.g. rollout:min-feasible), improve (rollout in the first round; then, in each DAgger round, shorter rollouts "
+        "stronger), rollout:POLICY (the same over another rule, e.g. rollout:min-feasible), "
+        "improve (rollout in the first round; then, in each DAgger round, shorter rollouts "
         "over the policy being trained, which is fitted on to that round's labels: "
         "approximate policy iteration), improve:POLICY (the same from POLICY: every round's "
-        "rollouts alike, e.g. improve:para-max), lookahead (the same on the episode's real future: hindsight), any online "
-        "heuristic, agent:PATH (a trained agent; {dist} in PATH becomes each distribution: "
-        "distillation), or none", parse=_teacher)
+        "rollouts alike, e.g. improve:para-max), lookahead (the same on the episode's real "
+        "future: hindsight), any online heuristic, agent:PATH (a trained agent; {dist} in "
+        "PATH becomes each distribution: distillation), or none", parse=_teacher)
     init: str | None = _option(None, "--init", "start from this checkpoint (fine-tuning): the "
                                "warm start, if --warm-episodes > 0 and a teacher is given, "
-                               "imitates its teacher from these weights, then PPO", metavar="CHECKPOINT")
+                               "imitates its teacher from these weights, then PPO",
+                               metavar="CHECKPOINT")
     warm_episodes: int = _option(5, "--warm-episodes", "teacher episodes per distribution in the "
                                  "warm start (default %(default)s)", minimum=0,
                                  error=_COUNTS_ERROR)
@@ -204,8 +206,9 @@ class TrainConfig:
             return TraceFamily.from_files(self.trace.split(","), self.preset, self.placement,
                                           self.num_jobs, **kwargs)
         return WorkloadFamily.paper(self.distributions, self.preset, self.num_jobs,
-                                    placement=self.placement, cluster=self.cluster and
-                                    parse_cluster(self.cluster), **kwargs)
+                                    placement=self.placement,
+                                    cluster=parse_cluster(self.cluster) if self.cluster else None,
+                                    **kwargs)
 
     def env(self) -> PartitionEnv:
         """A training environment (rewards scaled by 1 - gamma: returns of about 1)."""
