@@ -98,7 +98,8 @@ def online_policies(instance: Instance) -> list[Policy]:
 def best_warm_start(problem: OfflineProblem, policies: Iterable[Policy], *,
                     deadline: float | None = None, best_fit: bool = False, rollout: bool = False,
                     extra: Iterable[Policy] = (),
-                    beam_until: float | None = None) -> tuple[str | None, dict[int, int]]:
+                    beam_until: float | None = None, played: dict[str, Solution] | None = None
+                    ) -> tuple[str | None, dict[int, int]]:
     """The best warm start found until ``deadline`` (a ``time.perf_counter()`` value): its
     method's name and its choice (most accepted jobs, then least worker-time; ``(None, {})``
     when nothing was played). In this order:
@@ -107,7 +108,8 @@ def best_warm_start(problem: OfflineProblem, policies: Iterable[Policy], *,
       ``beam_until`` too (a ``time.perf_counter()`` value, before ``deadline``), the beam search
       over them (:mod:`pacopt.formulations.beam`), widening until then (its first beam always
       runs); then the hindsight rollout over the best rule (:mod:`pacopt.formulations.best_fit`);
-    - the episodes of ``policies`` (online methods, seed 0, mapped onto options);
+    - the episodes of ``policies`` (online methods, seed 0, mapped onto options; those in
+      ``played``, by policy name, are not played again);
     - with ``rollout``, the hindsight rollout over the best of those
       (:mod:`pacopt.cluster.rollout`, :data:`ROLLOUT_HORIZON` arrivals);
     - ``extra`` policies, never a rollout's base (the learned agent: a rollout over it would
@@ -145,7 +147,8 @@ def best_warm_start(problem: OfflineProblem, policies: Iterable[Policy], *,
     for policy in policies:
         if late():
             break
-        solution = simulate(problem.instance, policy, seed=0, model=problem.model)
+        solution = (played or {}).get(policy.name) or simulate(problem.instance, policy, seed=0,
+                                                                model=problem.model)
         scored = offer(policy.name, warm_start_from(problem, solution))
         if scored > base_value:
             base, base_value = policy, scored

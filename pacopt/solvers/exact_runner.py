@@ -76,14 +76,15 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
             return online_fallback(instance, method, model, started, limit, str(err))
         # capped candidates need not hold the online episodes' placements: the best one is
         # kept to compare with, played now so that the time limit covers it
-        episode = (best_online_episode(instance, model, time.perf_counter() + CHECK_SHARE * limit)
-                   if problem.capped else None)
+        played: dict[str, Solution] = {}  # online episodes, played once for both uses
+        episode = (best_online_episode(instance, model, time.perf_counter() + CHECK_SHARE * limit,
+                                       played) if problem.capped else None)
         # every online method's episode, cheapest first, within a share of the time
         beam_until = time.perf_counter() + BEAM_SHARE * limit
         warm_method, start = best_warm_start(
             problem, online_policies(instance), best_fit=True, rollout=True,
             extra=learned_policies(instance), beam_until=beam_until,
-            deadline=beam_until + ONLINE_SHARE * limit)
+            deadline=beam_until + ONLINE_SHARE * limit, played=played)
         trivial = sum(1 for options in problem.by_job if options)
         live(time.perf_counter() - started, len(start), trivial)
         if stop_requested():
@@ -159,16 +160,20 @@ def online_fallback(instance: Instance, method: str, model: JctModel, started: f
                           f"stopped while {stage}")
 
 
-def best_online_episode(instance: Instance, model: JctModel, deadline: float) -> Solution:
+def best_online_episode(instance: Instance, model: JctModel, deadline: float,
+                        played: dict[str, Solution] | None = None) -> Solution:
     """The episode of :func:`online_policies` (in their order, at least one, more until
-    ``deadline`` or a stop request) that accepts the most jobs. Once a stop was requested an
-    episode rejects every job still to come (:func:`~pacopt.cluster.simulator.simulate`): what
-    is returned then is valid and says that nothing was reached."""
+    ``deadline`` or a stop request) that accepts the most jobs; each one played goes into
+    ``played`` too (policy name -> episode), if given. Once a stop was requested an episode
+    rejects every job still to come (:func:`~pacopt.cluster.simulator.simulate`): what is
+    returned then is valid and says that nothing was reached."""
     best = None
     for policy in online_policies(instance):
         if best is not None and out_of_time(deadline):
             break
         solution = simulate(instance, policy, seed=0, model=model)
+        if played is not None:
+            played[policy.name] = solution
         if best is None or solution.accepted > best.accepted:
             best = solution
     return best
