@@ -73,9 +73,23 @@ class Placement:
         symmetries and one simulation serves the whole class. Memoised: placements are cached
         and re-timed often."""
         if cluster not in self._keys:
-            key = [len(block.servers) for block in self.blocks] + relabelled(self.blocks, cluster)
-            self._keys[cluster] = hashlib.blake2b(repr(key).encode(), digest_size=12).hexdigest()
+            servers = tuple(block.servers for block in self.blocks)  # all the key depends on
+            key = _CANONICAL.get((cluster, servers))
+            if key is None:
+                if len(_CANONICAL) >= _CANONICAL_LIMIT:
+                    _CANONICAL.clear()
+                key = [len(block.servers) for block in self.blocks] + relabelled(self.blocks,
+                                                                                   cluster)
+                key = _CANONICAL[cluster, servers] = hashlib.blake2b(
+                    repr(key).encode(), digest_size=12).hexdigest()
+            self._keys[cluster] = key
         return self._keys[cluster]
+
+
+#: Canonical keys by (cluster, the blocks' servers): placements are rebuilt for every decision,
+#: their footprints recur (a pure function of the geometry, so the validator may share it).
+_CANONICAL: dict[tuple, str] = {}
+_CANONICAL_LIMIT = 100_000
 
 
 def relabelled(blocks, cluster: RampCluster) -> list[int]:
