@@ -11,8 +11,9 @@ Each run is its own process (``s``: the whole ``solve``, validation included; ``
 it, the start-up paid once per process, imports and checkpoints, measured as
 :func:`~pacopt.solvers.api.check_run` before the run; peak RSS is the process's
 ``ru_maxrss``; tables and the timing cache warm from a first run in a fresh cache folder, so
-the times are of a warm cache, as a user running a study sees them). Online methods play ``--jobs`` arrivals (2001); ``bound`` and
-``cpsat`` (``--time-limit`` s, 2 threads) play ``--exact-jobs`` (300). Printed: time, peak
+the times are of a warm cache, as a user running a study sees them). Online methods play
+``--jobs`` arrivals (2001); ``bound`` and ``cpsat`` (``--time-limit`` s, 2 threads) play
+``--exact-jobs`` (300). Printed: time, peak
 memory, blocking; for the exact methods the incumbent and bound with the time each was first
 reached; then the fitted exponent of time against size per method (least squares on log-log),
 and the plot ``docs/img/scale.png``.
@@ -68,8 +69,7 @@ def run_one(spec: dict) -> dict:
     ready = time.perf_counter()
     solution = solve(inst, spec["method"], seed=0, placement=spec["placer"],
                      time_limit=spec.get("time_limit"), threads=2)
-    row = {**spec, "seconds": time.perf_counter() - started,
-           "episode_s": time.perf_counter() - ready, "startup_s": ready - started,
+    row = {**spec, "seconds": time.perf_counter() - started, "startup_s": ready - started,
            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
            "blocking": solution.blocking_rate, "accepted": solution.accepted,
            "bound": solution.bound_accepted, "status": solution.status,
