@@ -77,3 +77,24 @@ def test_rejects_a_checkpoint_and_bad_settings():
         solve(inst, "lp-online", checkpoint="x.zip")
     with pytest.raises(ValueError):
         LpOnline(inst, samples=0)
+
+
+def test_an_arrival_no_future_job_meets_is_decided_as_the_lp_decides(monkeypatch):
+    """Where no conflict row holds an arriving column the LP is not solved; the episode is
+    the one in which it is solved at every arrival."""
+    import pacopt.formulations.lp_online as lp_online
+
+    inst = instance(random_jobs(5, 40))
+    split = lp_online._split_off
+    used = []
+
+    def counted(*args):
+        found = split(*args)
+        used.append(found is not None)
+        return found
+
+    monkeypatch.setattr(lp_online, "_split_off", counted)
+    fast = simulate(inst, LpOnline(inst), seed=2)
+    assert any(used) and not all(used)  # both ways were taken
+    monkeypatch.setattr(lp_online, "_split_off", lambda *args: None)
+    assert decisions(simulate(inst, LpOnline(inst), seed=2)) == decisions(fast)

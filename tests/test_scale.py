@@ -208,11 +208,14 @@ def test_ctrl_c_while_writing_writes_the_result_and_exits_130(monkeypatch, tmp_p
 def test_the_agents_free_block_counts_on_a_wide_cluster_are_a_recount():
     """The agent's free-block shares on 8x8x4 (kept up to date from the servers that changed,
     a candidate's taken from the state it adds to) equal counting every block afresh, for
-    states far apart, near each other, and occupancies that are no addition to the first."""
+    states far apart, near each other, and occupancies that are no addition to the first; the
+    sizes counted under the first occupancy only are right there; and first fit, whose index
+    the counts share, still finds a scan's first free block."""
     from pacopt.learned.features import _BlockCounter
 
     cluster = RampCluster(8, 8, 4)
     counter = _BlockCounter(cluster, (1, 3, 4, 8, 16))
+    after = _BlockCounter(cluster, (1, 3, 4, 8, 16), after=(4, 16))  # others: first only
     rng = random.Random(1)
     state = 0
     for _ in range(60):
@@ -228,3 +231,10 @@ def test_the_agents_free_block_counts_on_a_wide_cluster_are_a_recount():
             expected = [sum(1 for b in blocks if not b.mask & occ) / len(blocks)
                         for occ in occupancies]
             assert list(counter.free_shares(m, occupancies)) == pytest.approx(expected)
+            shares = after.free_shares(m, occupancies)
+            assert shares[0] == pytest.approx(expected[0])
+            if m in (4, 16):
+                assert list(shares) == pytest.approx(expected)
+            # the counts share first fit's index: its look-ups stay a scan's
+            first = next((b for b in blocks if not b.mask & state), None)
+            assert cluster.free_block(m, state) == first

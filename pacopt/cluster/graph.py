@@ -114,6 +114,11 @@ class JobGraph:
 
     # ----- totals ------------------------------------------------------------------------------
     @cached_property
+    def memory_bytes(self) -> float:
+        """Memory of every op together: no server of any placement holds more."""
+        return math.fsum(op.memory_bytes for op in self.ops)
+
+    @cached_property
     def step_ms(self) -> float:
         """Sequential time of one training step: every op time added left to right, forward ops
         in file order then backward ops, as the reference sums its job graph's nodes.

@@ -41,7 +41,7 @@ from pacopt.cluster.settings import ModelSettings
 from pacopt.cluster.step import StepTiming, simulate_step
 from pacopt.cluster.tiles import tiling
 from pacopt.cluster.timing_cache import TIMING_VERSION, TimingFile, cache_dir  # noqa: F401
-from pacopt.cluster.topology import RampCluster
+from pacopt.cluster.topology import Block, RampCluster
 from pacopt.infra.progress import tqdm
 
 _PLACEMENT_CACHE_LIMIT = 200_000
@@ -143,7 +143,7 @@ class JctModel:
         self._tables: dict[str, JobTable] = {}
         self._menus: dict[str, FootprintMenu] = {}
         self._tile_states: dict[tuple, tuple] = {}
-        self._tile_placements: dict[tuple, Placement] = {}
+        self._tile_placements: dict[tuple, Placement] = {}  # tile copies, first-fit choices
 
     # ----- partitioning and placement -------------------------------------------------------------
     def counts(self, graph: JobGraph, degree: int) -> tuple[int, ...]:
@@ -296,13 +296,16 @@ class JctModel:
         ddls = self.settings.preset == "ddls"
         graph, tiles = table.graph, tiling(self.cluster)
         menu = self.menu(table)
-        states = [self._tile_state(menu, local) for local in tiles.local_masks(occupied)]
+        locals_ = tiles.local_masks(occupied)
+        states = [self._tile_state(menu, local) for local in locals_]
         free = np.stack([state[0] for state in states])    # (tiles, footprints)
         broken = np.stack([state[1] for state in states])  # weight each footprint breaks
         total = sum(state[2] for state in states)          # free weight of the whole cluster
         score = np.where(free, np.round(-broken - WORKER_PENALTY * menu.workers, 9), -np.inf)
         size = len(table.placed)
         placeable, workers, jct, free_blocks, masks, placements = _unplaced(size)
+        first_free: dict[int, Block | None] = {}  # first fit's look-ups, shared by the degrees
+        tile_weights: dict[int, np.ndarray] = {}  # free weights of the tiles first fit uses
         for d in range(1, size):
             if not table.placed[d]:
                 continue
@@ -313,8 +316,8 @@ class JctModel:
             if i >= 0 and here[i] > -np.inf:
                 timed = None
                 if not ddls:  # a translate times as its tile's original (a symmetry)
-                    timed = np.tile(menu.jct(d, lambda p, c=counts: self.timing(
-                        graph, c, tiles.placement(p, 0)).jct_ms), tiles.num_tiles)
+                    timed = np.tile(menu.jct(d, lambda p, c=counts: self._tile_jct(
+                        graph, c, p)), tiles.num_tiles)
                     if placer != "best-fit" or (deadline_ms is not None
                                                 and timed[i] > deadline_ms):
                         i = pick(placer, free[:, span].ravel(), here, timed, deadline_ms)
@@ -324,11 +327,12 @@ class JctModel:
                 lost = broken[t, k]
                 jct[d] = table.jct_ms[d] if ddls else timed[i]
             else:  # no footprint free inside a tile (or none exists there): first-fit's
-                placement = self.place(graph, counts, occupied)
-                if placement is None:
+                found = self._first_fit(table, d, occupied, first_free)
+                if found is None:
                     continue
-                lost = self._tile_loss(placement.mask, occupied)
-                jct[d] = table.jct_ms[d] if ddls else self.timing(graph, counts, placement).jct_ms
+                placement = self._chosen(graph, *found)
+                lost = self._tile_loss(placement.mask, locals_, tile_weights)
+                jct[d] = table.jct_ms[d] if ddls else self._placed_jct(*found)
             placeable[d] = True
             workers[d] = placement.num_workers
             masks[d] = placement.mask
@@ -338,6 +342,46 @@ class JctModel:
             array.flags.writeable = False
         return LiveOptions(placeable, workers, jct, tuple(masks), placer, tuple(placements),
                            free_blocks)
+
+    def _first_fit(self, table: JobTable, degree: int, occupied: int,
+                   first_free: dict) -> tuple[FitPlan, tuple[Block, ...]] | None:
+        """First fit's choice for ``degree`` (as :meth:`place`) with its plan, its blocks'
+        look-ups kept in ``first_free`` (size -> first free block) for the other degrees of
+        the decision."""
+        plan = self.plan(table.graph, table.counts[degree])
+        if not plan.memory_free:  # memory can bind: the exact scan
+            choice = plan.fit(occupied)
+            return None if choice is None else (plan, choice)
+        blocks = []
+        for m in plan.sizes:
+            if m not in first_free:
+                first_free[m] = self.cluster.free_block(m, occupied)
+            if first_free[m] is None:
+                return None
+            blocks.append(first_free[m])
+        return plan, tuple(blocks)
+
+    def _chosen(self, graph: JobGraph, plan: FitPlan, choice: tuple[Block, ...]) -> Placement:
+        """``plan``'s placement of ``choice`` (cached: the same few blocks come back decision
+        after decision, and a placement of every op is costly to build and to mask)."""
+        key = (graph.fingerprint, plan.counts, choice)
+        placement = self._tile_placements.get(key)
+        if placement is None:
+            if len(self._tile_placements) >= _PLACEMENT_CACHE_LIMIT:
+                self._tile_placements.clear()
+            placement = self._tile_placements[key] = plan.placement(choice)
+        return placement
+
+    def _tile_jct(self, graph: JobGraph, counts: tuple[int, ...], footprint: Placement) -> float:
+        """The JCT of a tile's footprint, timed as its copy in the first tile. A footprint
+        puts every op of one split count on one block, so under a memory-free plan it is a
+        first-fit choice (a block per size), and shares :meth:`_placed_jct`'s key and timing
+        with every choice of its symmetry class instead of keying all its ops afresh."""
+        tiles, plan = tiling(self.cluster), self.plan(graph, counts)
+        if not plan.memory_free:
+            return self.timing(graph, counts, tiles.placement(footprint, 0)).jct_ms
+        by_size = dict(zip(counts, footprint.blocks))
+        return self._placed_jct(plan, tuple(tiles.block(by_size[m], 0) for m in plan.sizes))
 
     def _translated(self, menu: FootprintMenu, k: int, t: int) -> Placement:
         """Tile ``t``'s copy of ``menu``'s footprint ``k`` (cached)."""
@@ -367,15 +411,17 @@ class JctModel:
             self._tile_states[key] = state
         return state
 
-    def _tile_loss(self, mask: int, occupied: int) -> float:
-        """The free weight a footprint that may straddle tiles breaks, tile by tile."""
+    def _tile_loss(self, mask: int, locals_: list[int], weights: dict[int, np.ndarray]) -> float:
+        """The free weight a footprint that may straddle tiles breaks, tile by tile (``locals_``:
+        each tile's own occupancy; ``weights``: its free block weights, filled as needed)."""
         tiles = tiling(self.cluster)
         scorer = free_block_score(tiles.tile)
         lost = 0.0
-        for part, local in zip(tiles.local_masks(mask), tiles.local_masks(occupied)):
+        for t, part in enumerate(tiles.local_masks(mask)):
             if part:
-                lost += float(scorer.hits(mask_array([part], tiles.tile))[0]
-                              @ scorer.free_weights(local))
+                if t not in weights:
+                    weights[t] = scorer.free_weights(locals_[t])
+                lost += float(scorer.hits(mask_array([part], tiles.tile))[0] @ weights[t])
         return lost
 
     def _live_plan(self, table: JobTable) -> tuple[tuple[int, ...], tuple]:

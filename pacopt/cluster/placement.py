@@ -65,6 +65,13 @@ class Placement:
                 used[server] = used.get(server, 0.0) + share
         return used
 
+    def fits_memory(self, graph: JobGraph, capacity: float) -> bool:
+        """Whether no server holds more than ``capacity`` bytes (:meth:`memory_use`); sure at
+        once when the whole graph fits one server, as the paper's graphs do (with a margin for
+        the rounding of the per-server sums)."""
+        return graph.memory_bytes * (1 + 1e-9) <= capacity or all(
+            used <= capacity for used in self.memory_use(graph).values())
+
     def canonical_key(self, cluster: RampCluster) -> str:
         """A key shared by every placement that a relabelling of communication groups, of racks and
         of server slots maps onto this one (a digest of the block sizes and of the coordinates

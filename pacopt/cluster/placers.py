@@ -158,7 +158,7 @@ def footprint_placements(graph: JobGraph, counts: tuple[int, ...], cluster: Ramp
     out = []
     for chosen in footprints(counts, cluster, deadline):
         placement = Placement(tuple(chosen[m] for m in counts))
-        if all(used <= cluster.worker_memory for used in placement.memory_use(graph).values()):
+        if placement.fits_memory(graph, cluster.worker_memory):
             out.append(placement)
     return out
 

@@ -25,6 +25,7 @@ class ClusterState:
     occupied: int = 0
     owner: np.ndarray = field(default=None)  # type: ignore[assignment]
     running: dict[int, float] = field(default_factory=dict)  # job index -> end time (ms)
+    held: dict[int, int] = field(default_factory=dict)  # job index -> its servers' bitmask
 
     def __post_init__(self) -> None:
         if self.owner is None:
@@ -41,7 +42,7 @@ class ClusterState:
     def copy(self) -> ClusterState:
         """An independent copy (what-if simulations fork the live state)."""
         return ClusterState(self.cluster, self.now_ms, self.occupied, self.owner.copy(),
-                            dict(self.running))
+                            dict(self.running), dict(self.held))
 
     def free_mask(self) -> np.ndarray:
         """Boolean array: server i is free."""
@@ -54,11 +55,10 @@ class ClusterState:
         self.occupied |= mask
         self.owner[list(servers)] = job
         self.running[job] = end_ms
+        self.held[job] = mask
 
     def release(self, job: int) -> None:
         """Free every server ``job`` holds."""
-        held = self.owner == job
-        for i in np.flatnonzero(held):
-            self.occupied &= ~(1 << int(i))
-        self.owner[held] = -1
+        self.occupied &= ~self.held.pop(job)
+        self.owner[self.owner == job] = -1
         del self.running[job]

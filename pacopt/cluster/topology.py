@@ -25,6 +25,10 @@ _FREE_BLOCK_CACHE_LIMIT = 500_000
 #: Sizes with at least this many blocks find their first free block through a
 #: :class:`FirstFreeIndex` (a scan of a few hundred masks is faster than keeping one up to date).
 _INDEX_MIN_BLOCKS = 256
+#: On clusters of more than this many servers, the sizes up to :data:`_SHARED_INDEX_SIZES`
+#: (the degrees' sizes: first fit looks several of them up per decision) share one index.
+_SHARED_INDEX_SERVERS = 64
+_SHARED_INDEX_SIZES = 16
 
 
 @dataclass(frozen=True)
@@ -140,11 +144,13 @@ class RampCluster:
         blocks = self._blocks_of.get(m)
         if blocks is None:
             blocks = self._blocks_of[m] = self.blocks(m)
-            if len(blocks) >= _INDEX_MIN_BLOCKS:
-                self._first_free[m] = FirstFreeIndex(blocks, self.num_servers)
-        index = self._first_free.get(m)
+            if self.num_servers > _SHARED_INDEX_SERVERS and m <= _SHARED_INDEX_SIZES:
+                self._first_free[m] = self._shared_index(m)
+            elif len(blocks) >= _INDEX_MIN_BLOCKS:
+                self._first_free[m] = (FirstFreeIndex(blocks, self.num_servers), None)
+        index, span = self._first_free.get(m, (None, None))
         if index is not None:  # a large cluster: count busy servers per block, incrementally
-            found = cache[key] = index.first(occupied)
+            found = cache[key] = index.first(occupied, span)
         else:
             found = cache[key] = next((b for b in blocks if not b.mask & occupied), None)
         return found
@@ -158,17 +164,49 @@ class RampCluster:
         return {}  # blocks(m) without hashing the cluster for the lru_cache on every miss
 
     @cached_property
-    def _first_free(self) -> dict[int, FirstFreeIndex]:
-        return {}
+    def _first_free(self) -> dict[int, tuple[FirstFreeIndex, slice | None]]:
+        return {}  # size -> its index and its blocks' span in it (None: all)
+
+    def block_index(self, m: int) -> tuple[FirstFreeIndex | None, slice | None]:
+        """The index :meth:`free_block` finds size ``m``'s first free block with, and the span
+        of those blocks in it (None: all of it); ``(None, None)`` where it scans instead."""
+        if m not in self._blocks_of:
+            self.free_block(m, 0)
+        return self._first_free.get(m, (None, None))
+
+    def _shared_index(self, m: int) -> tuple[FirstFreeIndex, slice]:
+        """One index over the blocks of every size up to :data:`_SHARED_INDEX_SIZES` (built
+        on first use), and the span of size ``m``'s blocks in it: a decision that looks up
+        many sizes brings one index up to date, not one per size."""
+        shared = self.__dict__.get("_shared")
+        if shared is None:
+            every, spans = [], {}
+            for size in range(1, min(_SHARED_INDEX_SIZES, self.num_servers) + 1):
+                spans[size] = slice(len(every), len(every) + len(self.blocks(size)))
+                every += self.blocks(size)
+            shared = self.__dict__["_shared"] = (FirstFreeIndex(tuple(every), self.num_servers),
+                                                 spans)
+        return shared[0], shared[1][m]
+
+    @cached_property
+    def _by_place(self) -> dict[int, dict[tuple, Block]]:
+        return {}  # size -> (origin, shape), and each label found so far -> its block
 
     def __getstate__(self) -> dict:
         # caches are no part of the cluster: do not ship them to worker processes
         return {k: v for k, v in self.__dict__.items()
-                if k not in ("_free_blocks", "_blocks_of", "_first_free")}
+                if k not in ("_free_blocks", "_blocks_of", "_first_free", "_by_place", "_shared")}
 
     def block_from_label(self, label: str, m: int) -> Block:
         """The block a label names, checked to be a valid RAMP block for ``m`` sub-ops."""
-        for block in _blocks_by_label(self, m).get(label, ()):
+        by_place = self._by_place.get(m)
+        if by_place is None:
+            by_place = self._by_place[m] = {(b.origin, b.shape): b for b in self.blocks(m)}
+        if isinstance(label, str) and label in by_place:  # a label read before
+            return by_place[label]
+        block = by_place.get(_parse_label(label))
+        if block is not None and block.label == label:  # the exact text, not an alias of it
+            by_place[label] = block
             return block
         raise InputError(f"'{label}' is not a valid RAMP block for {m} sub-ops on a "
                          f"{self.describe()} cluster")
@@ -232,45 +270,60 @@ def _block(shape, origin, servers) -> Block:
     return Block(shape=shape, origin=origin, servers=servers, mask=mask)
 
 
-@lru_cache(maxsize=None)
-def _blocks_by_label(cluster: RampCluster, m: int) -> dict[str, tuple[Block, ...]]:
-    out: dict[str, list[Block]] = {}
-    for block in _blocks(cluster, m):
-        out.setdefault(block.label, []).append(block)
-    return {k: tuple(v) for k, v in out.items()}
+def _parse_label(label: str) -> tuple | None:
+    """The (origin, shape) a block label names (:attr:`Block.label`); None if it names none."""
+    if not isinstance(label, str):
+        return None
+    where, _, shape = label.partition(":")
+    try:
+        origin = tuple(int(x) for x in where.split("-"))
+        if shape.startswith("diag"):
+            return origin, (int(shape[4:]), int(shape[4:]), DIAGONAL)
+        return origin, tuple(int(x) for x in shape.split("x"))
+    except ValueError:
+        return None
 
 
 class FirstFreeIndex:
-    """The first free block of one size (in first-fit order) under a changing occupancy.
+    """The first free block (in first-fit order) under a changing occupancy.
 
     A linear scan of the blocks' masks costs O(blocks) big-integer operations per look-up, which
     dominates an episode on a cluster of hundreds of servers (4,000 blocks of 8 on 16x16x4). The
     index keeps, per block, how many of its servers are busy under the last occupancy it saw, and
     brings the counts up to date from the servers that changed since (an episode changes a few
-    dozen between decisions): the first free block is then the first zero count. Safe to share
+    dozen between decisions): the first free block is then the first zero count. The blocks may
+    differ in size (one index can count the free blocks of several sizes at once). Safe to share
     between threads (a lock guards the update and the look-up together).
     """
 
     def __init__(self, blocks: tuple[Block, ...], num_servers: int):
         self.blocks = blocks
         self.num_servers = num_servers
-        self.servers = np.asarray([b.servers for b in blocks], dtype=np.int32)  # (blocks, m)
-        owner = np.repeat(np.arange(len(blocks), dtype=np.int32), self.servers.shape[1])
-        flat = self.servers.ravel()
-        order = np.argsort(flat, kind="stable")
-        bounds = np.searchsorted(flat[order], np.arange(num_servers + 1))
-        # holding[s]: the blocks that contain server s
-        self.holding = [owner[order[bounds[s]:bounds[s + 1]]] for s in range(num_servers)]
-        self.busy = np.zeros(len(blocks), dtype=np.int32)
+        lengths = np.fromiter((len(b.servers) for b in blocks), np.int64, len(blocks))
+        self.servers = np.fromiter((s for b in blocks for s in b.servers), np.int64,
+                                   int(lengths.sum()))  # every block's servers, in turn
+        self.owner = np.repeat(np.arange(len(blocks), dtype=np.int64), lengths)
+        order = np.argsort(self.servers, kind="stable")
+        # the blocks holding server s: members[start[s]:start[s + 1]]
+        self.members = self.owner[order]
+        self.start = np.searchsorted(self.servers[order], np.arange(num_servers + 1))
+        self.held = np.diff(self.start)  # how many blocks hold each server
+        self.holding = [self.members[a:b] for a, b in zip(self.start[:-1], self.start[1:])]
+        self.busy = np.zeros(len(blocks), dtype=np.int64)
         self.occupied = 0
+        self._bytes = (num_servers + 7) // 8
         self._lock = threading.Lock()
 
-    def first(self, occupied: int) -> Block | None:
-        """The first block with no server in ``occupied``; None if every one is busy."""
+    def first(self, occupied: int, span: slice | None = None) -> Block | None:
+        """The first block (of ``span``'s, if given) with no server in ``occupied``; None if
+        every one is busy."""
         with self._lock:
             self._update(occupied)
-            i = int(np.argmin(self.busy))  # the first of the least busy
-            return self.blocks[i] if self.busy[i] == 0 else None
+            busy = self.busy if span is None else self.busy[span]
+            if not len(busy):
+                return None
+            i = int(np.argmin(busy))  # the first of the least busy
+            return self.blocks[i + (span.start if span else 0)] if busy[i] == 0 else None
 
     def free(self, occupied: int) -> np.ndarray:
         """Per block, whether none of its servers is in ``occupied`` (a new array)."""
@@ -282,22 +335,25 @@ class FirstFreeIndex:
         changed = occupied ^ self.occupied
         if changed:
             if changed.bit_count() * 4 > self.num_servers:  # far away: recount all
-                busy = np.unpackbits(np.frombuffer(
-                    occupied.to_bytes((self.num_servers + 7) // 8, "little"), np.uint8),
-                    bitorder="little")[:self.num_servers]
-                self.busy = busy[self.servers].sum(axis=1, dtype=np.int32)
-            else:
-                self.busy += self._count(changed & occupied)
-                self.busy -= self._count(changed & self.occupied)
+                busy = np.unpackbits(np.frombuffer(occupied.to_bytes(self._bytes, "little"),
+                                                   np.uint8), bitorder="little")
+                self.busy = np.bincount(self.owner, weights=busy[self.servers],
+                                        minlength=len(self.blocks)).astype(np.int64)
+            else:  # in place: a few hundred entries, not a pass over every block
+                if changed & occupied:
+                    np.add.at(self.busy, self.touched(changed & occupied), 1)
+                if changed & self.occupied:
+                    np.subtract.at(self.busy, self.touched(changed & self.occupied), 1)
             self.occupied = occupied
 
     def touched(self, mask: int) -> np.ndarray:
         """The blocks holding a server of ``mask`` (a block once per such server)."""
         parts = self._holding(mask)
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def _holding(self, mask: int) -> list[np.ndarray]:
-        """Per server of ``mask``, the blocks holding it."""
+        """Per server of ``mask``, the blocks holding it (a loop over its bits: faster than
+        numpy for the few dozen servers a decision changes)."""
         parts = []
         while mask:
             low = mask & -mask
@@ -305,9 +361,25 @@ class FirstFreeIndex:
             mask ^= low
         return parts
 
-    def _count(self, mask: int) -> np.ndarray:
-        """Per block, how many servers of ``mask`` it holds."""
-        if not mask:
-            return np.zeros(len(self.blocks), dtype=np.int32)
-        parts = self._holding(mask)
-        return np.bincount(np.concatenate(parts), minlength=len(self.blocks)).astype(np.int32)
+    def touching(self, masks: list[int], among: tuple[np.ndarray, np.ndarray] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """For every server of each of ``masks`` and every block holding it, the mask's
+        position and the block: :meth:`touched` for many masks in one numpy pass. ``among``:
+        only the blocks of a :meth:`holding_among` (fewer to gather)."""
+        start, members = (self.start, self.members) if among is None else among
+        raw = b"".join(mask.to_bytes(self._bytes, "little") for mask in masks)
+        bits = np.unpackbits(np.frombuffer(raw, np.uint8).reshape(len(masks), self._bytes),
+                             axis=1, bitorder="little")
+        rows, servers = np.nonzero(bits)
+        first, lengths = start[servers], start[servers + 1] - start[servers]
+        # positions first[i] .. first[i] + lengths[i] - 1 of members, server after server
+        shift = np.repeat(first - np.cumsum(lengths) + lengths, lengths)
+        return np.repeat(rows, lengths), members[shift + np.arange(len(shift))]
+
+    def holding_among(self, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which blocks hold each server, the blocks with ``keep`` true only (for
+        :meth:`touching`)."""
+        kept = keep[self.members]
+        before = np.concatenate([[0], np.cumsum(kept)])  # kept entries before each position
+        return before[self.start], self.members[kept]
+

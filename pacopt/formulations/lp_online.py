@@ -31,13 +31,15 @@ It lives in ``formulations`` (it solves LPs); ``cluster`` never imports it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.placement import Placement
 from pacopt.cluster.policies import Decision
 from pacopt.cluster.state import EPS_MS
-from pacopt.formulations.lp_round import EPS_COST, Board, solve_lp
+from pacopt.formulations.lp_round import EPS_COST, solve_lp
 from pacopt.formulations.offline import Option, conflict_rows, pattern_options
 from pacopt.infra.errors import InputError
 
@@ -64,8 +66,7 @@ class LpOnline:
             raise ValueError("lookahead must be >= 0 and samples >= 1")
         self.instance = instance
         self.lookahead, self.samples = lookahead, samples
-        self.wide = instance.cluster.num_servers > 62
-        self.patterns: dict[tuple[str, int], list[tuple[Placement, float, float]]] = {}
+        self.menus: dict[str, _FutureMenu] = {}
         self.reset(None)
 
     def reset(self, seed: int | None) -> None:
@@ -87,8 +88,12 @@ class LpOnline:
         if len(self.arrivals) > 1 and self.lookahead:
             gap = (self.arrivals[-1] - self.arrivals[0]) / (len(self.arrivals) - 1)
             options += self._futures(decision, now, max(gap, EPS_MS))
-        point = solve_lp(options, _by_job(options), self._rows(options), self._costs(options))
-        mass = {options[i].degree: point.x[i] for i in range(len(options)) if options[i].job == 0}
+        rows, costs = self._rows(options), self._costs(options)
+        arriving = [i for i, o in enumerate(options) if o.job == 0]
+        x = _split_off(len(options), arriving, rows, costs)
+        if x is None:
+            x = solve_lp(options, _by_job(options), rows, costs).x
+        mass = {options[i].degree: x[i] for i in arriving}
         degrees = sorted(mass)
         cumulative = np.cumsum([mass[d] for d in degrees])
         pick = int(np.searchsorted(cumulative, self.rng.random(), side="right"))
@@ -111,12 +116,11 @@ class LpOnline:
         """Columns of ``samples`` x ``lookahead`` sampled future jobs (jobs 1, 2, ...), each
         clear of the running jobs."""
         state, model, instance = decision.state, decision.model, self.instance
-        running = Board(self.wide)
-        for j, end in state.running.items():
-            mask = 0
-            for server in np.flatnonzero(state.owner == j):
-                mask |= 1 << int(server)
-            running.take(j, now, end, mask)
+        # the servers busy at a time: the masks of the jobs running past it, or-ed (by end)
+        ends = sorted(state.running.items(), key=lambda item: item[1])
+        end_ms = np.array([end for _, end in ends])
+        held = np.array([state.held[j] for j, _ in ends] + [0], dtype=object)
+        busy_after = np.bitwise_or.accumulate(held[::-1])[::-1]  # [i]: the jobs ends[i:]
         out: list[Option] = []
         draws = self.rng.integers(len(self.seen), size=(self.samples, self.lookahead))
         for s in range(self.samples):
@@ -129,28 +133,40 @@ class LpOnline:
                 if instance.horizon_ms is not None and start >= instance.horizon_ms:
                     continue
                 deadline = beta * table.seq_jct_ms  # in the graph's times: both scale alike
-                candidates = [
-                    Option(job=1 + s * self.lookahead + i, degree=d, placement=placement,
-                           jct_ms=jct * scale, comm_overhead_ms=comm * scale, start_ms=start)
-                    for d in range(1, table.max_degree + 1) if table.placed[d]
-                    for placement, jct, comm in self._pattern(graph, table, d, model)
-                    if jct <= deadline and (instance.horizon_ms is None
-                                            or start + jct * scale <= instance.horizon_ms + EPS_MS)]
-                if not candidates:
+                menu = self._menu(graph, table, model)
+                ok = menu.jct_ms <= deadline
+                if instance.horizon_ms is not None:
+                    ok &= start + menu.jct_ms * scale <= instance.horizon_ms + EPS_MS
+                keep = np.flatnonzero(ok)
+                if not len(keep):
                     continue
-                free = running.free(start, np.array([o.end_ms for o in candidates]),
-                                    np.array([o.mask for o in candidates],
-                                             dtype=object if self.wide else np.int64))
-                out += [o for o, ok in zip(candidates, free) if ok]
+                # a running job conflicts while it runs past the start (tolerance as the rows')
+                busy = busy_after[int(np.searchsorted(end_ms, start + EPS_MS, side="right"))]
+                keep = keep[~(menu.words[keep] & _words(busy, menu.words.shape[1])).any(1)]
+                job = 1 + s * self.lookahead + i
+                out += [Option(job=job, degree=int(menu.degrees[k]),
+                               placement=menu.placements[k],
+                               jct_ms=float(menu.jct_ms[k]) * scale,
+                               comm_overhead_ms=float(menu.comm_ms[k]) * scale, start_ms=start)
+                        for k in keep]
         return out
 
-    def _pattern(self, graph, table, degree: int, model) -> list[tuple[Placement, float, float]]:
-        """Every candidate footprint of ``graph`` at ``degree`` with its timing (cached)."""
-        key = (graph.name, degree)
-        if key not in self.patterns:
-            self.patterns[key] = pattern_options(graph, table.counts[degree], model,
-                                                  self.instance.cluster)
-        return self.patterns[key]
+    def _menu(self, graph, table, model) -> _FutureMenu:
+        """Every candidate footprint of ``graph`` at every degree placeable on an empty cluster,
+        with its timing, as arrays (cached): what a sampled future job of it may take."""
+        if graph.name not in self.menus:
+            columns = [(d, placement, jct, comm)
+                       for d in range(1, table.max_degree + 1) if table.placed[d]
+                       for placement, jct, comm in pattern_options(
+                           graph, table.counts[d], model, self.instance.cluster)]
+            self.menus[graph.name] = _FutureMenu(
+                degrees=np.array([c[0] for c in columns], dtype=np.int64),
+                placements=[c[1] for c in columns],
+                jct_ms=np.array([c[2] for c in columns], dtype=float),
+                comm_ms=np.array([c[3] for c in columns], dtype=float),
+                words=np.stack([_words(c[1].mask, -(-self.instance.cluster.num_servers // 64))
+                                for c in columns]) if columns else np.zeros((0, 1), np.uint64))
+        return self.menus[graph.name]
 
     # ----- rows and costs -------------------------------------------------------------------------
     def _rows(self, options: list[Option]) -> list[list[int]]:
@@ -162,8 +178,7 @@ class LpOnline:
             members = arriving + [i for i, o in enumerate(options)
                                   if o.job and (o.job - 1) // max(self.lookahead, 1) == s]
             rows += [[members[i] for i in row]
-                     for row in conflict_rows([options[i] for i in members],
-                                               self.instance.cluster.num_servers)]
+                     for row in conflict_rows([options[i] for i in members])]
         return rows
 
     def _costs(self, options: list[Option]) -> np.ndarray:
@@ -172,6 +187,38 @@ class LpOnline:
         weight = np.array([1.0 if o.job == 0 else 1.0 / self.samples for o in options])
         jct = np.array([o.jct_ms for o in options])
         return (1.0 - EPS_COST * jct / jct.max()) * weight
+
+
+@dataclass(frozen=True)
+class _FutureMenu:
+    """One graph's candidate footprints over all its degrees, in degree order (parallel
+    arrays; ``placements`` a list)."""
+
+    degrees: np.ndarray
+    placements: list[Placement]
+    jct_ms: np.ndarray
+    comm_ms: np.ndarray
+    words: np.ndarray  # each footprint's bitmask as 64-bit words (numpy ands them at once)
+
+
+def _words(mask: int, count: int) -> np.ndarray:
+    """``mask`` as ``count`` little-endian 64-bit words."""
+    return np.frombuffer(mask.to_bytes(8 * count, "little"), dtype="<u8")
+
+
+def _split_off(size: int, arriving: list[int], rows: list[list[int]],
+               costs: np.ndarray) -> np.ndarray | None:
+    """The arriving job's part of the LP's optimum without solving it, where no conflict row
+    holds one of its columns: the LP then splits, and that part puts all its mass on its best
+    column (when the maximum is unique; None otherwise, and where a row holds one)."""
+    if {i for row in rows for i in row}.intersection(arriving):
+        return None
+    best = max(arriving, key=lambda i: costs[i])
+    if sum(costs[i] == costs[best] for i in arriving) > 1:
+        return None
+    x = np.zeros(size)
+    x[best] = 1.0
+    return x
 
 
 def _by_job(options: list[Option]) -> list[list[int]]:

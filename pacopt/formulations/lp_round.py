@@ -24,6 +24,7 @@ The LP, the rounding, the guarantee's proof, the windows and the bound are descr
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass
 
@@ -81,9 +82,10 @@ def lp_costs(options: list[Option]) -> np.ndarray:
 
 
 def solve_lp(options: list[Option], by_job: list[list[int]], rows: list[list[int]],
-             cost: np.ndarray | None = None) -> LpPoint:
+             cost: np.ndarray | None = None, presolve: bool = True) -> LpPoint:
     """Maximise ``cost @ x`` over ``0 <= x <= 1`` with at most one option per job (``by_job``)
-    and per conflict row (``rows``), by HiGHS's simplex. ``cost`` defaults to :func:`lp_costs`."""
+    and per conflict row (``rows``), by HiGHS's simplex. ``cost`` defaults to :func:`lp_costs`;
+    ``presolve=False`` skips HiGHS's presolve (cheaper on LPs of a few dozen columns)."""
     cost = lp_costs(options) if cost is None else cost
     if not options:
         return LpPoint(x=np.zeros(0), value=0.0)
@@ -92,8 +94,9 @@ def solve_lp(options: list[Option], by_job: list[list[int]], rows: list[list[int
     col_index = np.fromiter((k for r in packing for k in r), dtype=np.int64, count=len(row_index))
     matrix = csc_array((np.ones(len(row_index)), (row_index, col_index)),
                        shape=(len(packing), len(options)))
-    highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
+    highs = _highs()
+    highs.clearModel()
+    highs.setOptionValue("presolve", "on" if presolve else "off")
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = len(options), len(packing)
     lp.sense_ = highspy.ObjSense.kMaximize
@@ -111,6 +114,19 @@ def solve_lp(options: list[Option], by_job: list[list[int]], rows: list[list[int
         raise RuntimeError(f"HiGHS did not solve the LP: {highs.getModelStatus()}")
     x = np.clip(np.asarray(highs.getSolution().col_value, dtype=float), 0.0, 1.0)
     return LpPoint(x=x, value=float(highs.getInfo().objective_function_value))
+
+
+_THREAD = threading.local()
+
+
+def _highs() -> highspy.Highs:
+    """This thread's HiGHS instance, made once (making one costs as much as solving a small
+    LP; :func:`solve_lp` clears its model before each use)."""
+    if getattr(_THREAD, "highs", None) is None:
+        with c_stdout_silenced():
+            _THREAD.highs = highspy.Highs()
+        _THREAD.highs.setOptionValue("output_flag", False)
+    return _THREAD.highs
 
 
 # ----- conflict checks against what is taken ----------------------------------------------------
@@ -361,7 +377,7 @@ def lp_round(problem: OfflineProblem, *, seed: int = 0, rounds: int = DEFAULT_RO
             local_by_job.setdefault(option.job, []).append(i)
         try:
             rows = (problem.rows if len(local) == len(problem.options)
-                    else conflict_rows(options, problem.instance.cluster.num_servers))
+                    else conflict_rows(options))
         except OutOfTime:  # Ctrl-C: the windows committed so far stand
             break
         started = time.perf_counter()

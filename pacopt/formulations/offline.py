@@ -203,7 +203,7 @@ def build_problem(instance: Instance, model: JctModel | None = None,
                 options.append(Option(job=j, degree=d, placement=placement, jct_ms=jct,
                                       comm_overhead_ms=comm, start_ms=job.arrival_ms))
     return OfflineProblem(instance=instance, model=model, options=options, by_job=by_job,
-                          rows=conflict_rows(options, cluster.num_servers, stop_at), late=late,
+                          rows=conflict_rows(options, stop_at), late=late,
                           capped=tiling(cluster) is not None)
 
 
@@ -272,23 +272,23 @@ def maximal_cliques(intervals: list[tuple[float, float]]) -> list[list[int]]:
     return cliques
 
 
-def conflict_rows(options: list[Option], num_servers: int,
-                  deadline: float | None = None) -> list[list[int]]:
+def conflict_rows(options: list[Option], deadline: float | None = None) -> list[list[int]]:
     """One row per (maximal instant, server) holding options of at least two jobs
     (:class:`~pacopt.cluster.placers.OutOfTime` past ``deadline``)."""
     rows: list[list[int]] = []
     for active in maximal_cliques([(o.start_ms, o.end_ms) for o in options]):
         if out_of_time(deadline):
             raise OutOfTime("building the conflict rows")
-        per_server: list[list[int]] = [[] for _ in range(num_servers)]
+        per_server: dict[int, list[int]] = {}  # only the servers some option uses
         for k in active:
             mask = options[k].mask
             while mask:
                 low = mask & -mask
-                per_server[low.bit_length() - 1].append(k)
+                per_server.setdefault(low.bit_length() - 1, []).append(k)
                 mask ^= low
-        for row in per_server:
-            if len({options[k].job for k in row}) >= 2:
+        for server in sorted(per_server):
+            row = per_server[server]
+            if len(row) >= 2 and len({options[k].job for k in row}) >= 2:
                 rows.append(row)
     return _unique(rows)
 

@@ -39,7 +39,7 @@ from gymnasium import spaces
 from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.policies import Decision
 from pacopt.cluster.settings import ModelSettings
-from pacopt.cluster.topology import FirstFreeIndex, RampCluster
+from pacopt.cluster.topology import RampCluster
 
 MAX_NODES = 256
 MAX_EDGES = 512
@@ -135,25 +135,46 @@ def encode_graph(graph: JobGraph) -> GraphArrays:
 
 class _BlockCounter:
     """Counts free blocks per RAMP size on an occupancy bitmask: numpy over the block masks when
-    the cluster fits in 64 bits; on wider clusters, per block a count of its busy servers kept up
-    to date from the servers that changed (:class:`~pacopt.cluster.topology.FirstFreeIndex`),
-    and a candidate placement's count taken from the occupancy it adds to (the free blocks now,
-    less those its new servers touch), not counted again."""
+    the cluster fits in 64 bits; on wider clusters through the index first fit keeps of every
+    block's busy servers (:meth:`~pacopt.cluster.topology.RampCluster.block_index`, one for all
+    the sizes, which the decision's first-fit look-ups have already brought up to date), a
+    candidate placement's count taken from the occupancy it adds to (the free blocks now, less
+    those its new servers touch), not counted again. Wide counts are made for every size at
+    once and kept for the next size asked about the same occupancies."""
 
-    def __init__(self, cluster: RampCluster, sizes: tuple[int, ...]):
+    def __init__(self, cluster: RampCluster, sizes: tuple[int, ...],
+                 after: tuple[int, ...] | None = None):
+        """``after``: the sizes counted after each candidate as well (default: all); on wide
+        clusters the others are counted under the first occupancy only."""
         self.wide = cluster.num_servers > 64
         self.masks = {}
-        self._index: dict[int, FirstFreeIndex] = {}
         for m in sizes:
             blocks = cluster.blocks(m) if m <= cluster.num_servers else ()
             self.masks[m] = np.array([b.mask for b in blocks], dtype=object if self.wide
                                      else np.uint64)
-            if self.wide and blocks:  # its own: the placer's indexes follow the episode's state
-                self._index[m] = FirstFreeIndex(blocks, cluster.num_servers)
+        self._column = {m: k for k, m in enumerate(sizes)}
+        if self.wide:
+            found = {m: cluster.block_index(m) for m in sizes if len(self.masks[m])}
+            indexes = {id(index) for index, _ in found.values()}
+            if len(indexes) != 1 or any(span is None for _, span in found.values()):
+                raise ValueError("the free-block features need one shared index of the sizes")
+            self._index = next(iter(found.values()))[0]
+            # each block's feature column; -1: a size the features do not count
+            self._size_of = np.full(len(self._index.blocks), -1)
+            for m, (_, span) in found.items():
+                self._size_of[span] = self._column[m]
+            self._counted = self._size_of >= 0
+            after_columns = [self._column[m] for m in (sizes if after is None else after)]
+            self._after = self._index.holding_among(np.isin(self._size_of, after_columns))
+            self._last: tuple[tuple[int, ...], np.ndarray] | None = None
 
-    def free_share(self, m: int, occupied: int) -> float:
-        """Share of the size-``m`` blocks that are wholly free under ``occupied``."""
-        return float(self.free_shares(m, [occupied])[0])
+    def free_share(self, m: int, occupied: list[int]) -> float:
+        """Share of the size-``m`` blocks that are wholly free under ``occupied[0]``; on wide
+        clusters read from the count over all of ``occupied`` (:meth:`free_shares`), which
+        the next feature group asks for."""
+        if self.wide:
+            return float(self.free_shares(m, occupied)[0])
+        return float(self.free_shares(m, occupied[:1])[0])
 
     def free_shares(self, m: int, occupied: list[int]) -> np.ndarray:
         """:meth:`free_share` for several occupancies at once (on wide clusters fastest when
@@ -162,28 +183,32 @@ class _BlockCounter:
         if len(masks) == 0:
             return np.zeros(len(occupied))
         if self.wide:
-            return self._wide_shares(m, occupied)
+            key, last = tuple(occupied), self._last
+            if last is None or last[0] != key:
+                last = self._last = (key, self._wide_counts(occupied))
+            return last[1][:, self._column[m]] / len(masks)
         occ = np.array(occupied, dtype=np.uint64)[:, None]
         return np.count_nonzero((masks[None, :] & occ) == 0, axis=1) / len(masks)
 
-    def _wide_shares(self, m: int, occupied: list[int]) -> np.ndarray:
-        index, base = self._index[m], occupied[0]
-        free = index.free(base)
+    def _wide_counts(self, occupied: list[int]) -> np.ndarray:
+        """Free blocks per (occupancy, size); after the first occupancy, of the ``after``
+        sizes only (the others' columns keep the first's count where they are additions)."""
+        index, base, sizes = self._index, occupied[0], len(self._column)
+        free = index.free(base) & self._counted
         blocks = len(free)
-        shares = np.full(len(occupied), float(np.count_nonzero(free)))
-        lost, afresh = [], []
-        for i, occ in enumerate(occupied):
-            if occ & base != base:  # not an addition to the first: counted afresh below
-                afresh.append(i)
-                continue
-            touched = index.touched(occ & ~base)
-            lost.append(i * blocks + touched[free[touched]])  # (occupancy, free block) keys
-        if lost:  # each free block an addition touches, once per addition
-            shares -= np.bincount(np.unique(np.concatenate(lost)) // blocks,
-                                  minlength=len(occupied))
+        counts = np.tile(np.bincount(self._size_of[free], minlength=sizes).astype(float),
+                         (len(occupied), 1))
+        added = [i for i, occ in enumerate(occupied) if occ & base == base]
+        afresh = [i for i, occ in enumerate(occupied) if occ & base != base]  # counted anew
+        rows, touched = index.touching([occupied[i] & ~base for i in added], self._after)
+        hit = free[touched]  # each free block an addition touches, once per addition
+        keys = np.unique(np.asarray(added, dtype=np.int64)[rows[hit]] * blocks + touched[hit])
+        counts -= np.bincount(keys // blocks * sizes + self._size_of[keys % blocks],
+                              minlength=len(occupied) * sizes).reshape(len(occupied), sizes)
         for i in afresh:
-            shares[i] = np.count_nonzero(index.free(occupied[i]))
-        return shares / blocks
+            counted = index.free(occupied[i]) & self._counted
+            counts[i] = np.bincount(self._size_of[counted], minlength=sizes)
+        return counts
 
 
 class Observer:
@@ -193,7 +218,8 @@ class Observer:
         self.cluster = cluster
         self.settings = settings
         self.num_actions = settings.max_partitions_per_op + 1
-        self._blocks = _BlockCounter(cluster, tuple(sorted(set(BLOCK_SIZES + AFTER_SIZES))))
+        self._blocks = _BlockCounter(cluster, tuple(sorted(set(BLOCK_SIZES + AFTER_SIZES))),
+                                     AFTER_SIZES)
         self._graphs: dict[str, GraphArrays] = {}
         self.reset()
 
@@ -237,12 +263,19 @@ class Observer:
         """The observation of ``decision`` (fresh arrays, owned by the caller)."""
         self.note(decision)
         g = self.graph(decision.graph)
+        state, options = decision.state, decision.options()
+        placed = np.flatnonzero(options.placeable)
+        # the state, then the state with each placeable degree's footprint: the free-block
+        # counts of both feature groups come from one count over these
+        occupied = [state.occupied] + [state.occupied | decision.placement(int(d)).mask
+                                       for d in placed]
         return {"node_x": g.node_x.copy(), "edge_index": g.edge_index.copy(),
-                "edge_x": g.edge_x.copy(), "graph_sig": g.sig.copy(), "globals": self._globals(decision, g),
-                "actions": self._actions(decision)}
+                "edge_x": g.edge_x.copy(), "graph_sig": g.sig.copy(),
+                "globals": self._globals(decision, g, occupied),
+                "actions": self._actions(decision, placed, occupied)}
 
     # ----- the parts ---------------------------------------------------------------------------
-    def _globals(self, decision: Decision, g: GraphArrays) -> np.ndarray:
+    def _globals(self, decision: Decision, g: GraphArrays, occupied: list[int]) -> np.ndarray:
         state, n = decision.state, self.cluster.num_servers
         now, deadline = state.now_ms, decision.deadline_ms
         seq = decision.table.seq_jct_ms
@@ -251,7 +284,7 @@ class Observer:
                1.0 if math.isinf(remaining) else remaining / decision.horizon_ms,
                min(deadline / remaining, 2.0) / 2 if remaining > 0 else 1.0]
         cluster = [state.num_free / n, state.num_running / n]
-        blocks = [self._blocks.free_share(m, state.occupied) if m in self._blocks.masks else 0.0
+        blocks = [self._blocks.free_share(m, occupied) if m in self._blocks.masks else 0.0
                   for m in BLOCK_SIZES]
         ends = sorted((end, job_index) for job_index, end in state.running.items())
         nxt = []
@@ -267,7 +300,7 @@ class Observer:
                + history)
         return np.asarray(out, dtype=np.float32)
 
-    def _actions(self, decision: Decision) -> np.ndarray:
+    def _actions(self, decision: Decision, placed: np.ndarray, occupied: list[int]) -> np.ndarray:
         state, n = decision.state, self.cluster.num_servers
         options, table = decision.options(), decision.table
         deadline = decision.deadline_ms
@@ -280,9 +313,6 @@ class Observer:
         # defaults: what the cluster looks like if the job is not placed
         out[:, 7] = out[:, 8] = 1.0
         out[:, 10] = state.num_free / n
-        placed = np.flatnonzero(options.placeable)
-        occupied = [state.occupied] + [state.occupied | decision.placement(int(d)).mask
-                                       for d in placed]
         for k, m in enumerate(AFTER_SIZES):
             shares = self._blocks.free_shares(m, occupied)
             out[:, 12 + k] = shares[0]

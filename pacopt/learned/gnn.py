@@ -106,9 +106,13 @@ class DegreeScorer(BaseFeaturesExtractor):
         """One embedding per observation, computing each distinct graph once (and, while the
         weights are frozen for rollouts and play, once per graph until the next update)."""
         sig = obs["graph_sig"]
+        frozen = not self.training and not torch.is_grad_enabled()
+        if frozen and len(sig) == 1:  # one decision in play: no need to find the distinct rows
+            cached = self._cache.get(tuple(sig[0].tolist()))
+            if cached is not None:
+                return cached.unsqueeze(0)
         unique, inverse = torch.unique(sig, dim=0, return_inverse=True)
         keys = [tuple(row) for row in unique.tolist()]
-        frozen = not self.training and not torch.is_grad_enabled()
         if frozen and all(key in self._cache for key in keys):
             return torch.stack([self._cache[key] for key in keys])[inverse]
         first = torch.full((len(unique),), len(sig), dtype=torch.long, device=sig.device)
@@ -192,12 +196,14 @@ def degree_distribution(policy: MaskableActorCriticPolicy, obs: dict[str, np.nda
         return policy.get_distribution(tensor, mask[None])
 
 
-def greedy_degree(policy: MaskableActorCriticPolicy, obs: dict[str, np.ndarray],
-                  mask: np.ndarray) -> int:
+def greedy_degree(policy: DegreePolicy, obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
     """The most likely allowed degree (how the agent plays): the largest allowed logit, read
-    without building the distribution (half the time of a call through it)."""
+    straight from the scorer (a :class:`DegreePolicy`'s spaces are float32 boxes, with no
+    preprocessing to do, and its actor's logits are the scorer's first outputs), without
+    building the distribution."""
+    extractor, device = policy.features_extractor, policy.device
     with torch.no_grad():
-        tensor = obs_as_tensor({k: v[None] for k, v in obs.items()}, policy.device)
-        features = policy.extract_features(tensor, policy.features_extractor)
-        logits = policy.action_net(policy.mlp_extractor.forward_actor(features))[0]
-        return int(torch.argmax(torch.where(torch.as_tensor(mask), logits, -torch.inf)))
+        logits = extractor({k: torch.from_numpy(v[None]).to(device) for k, v in obs.items()})
+        logits = logits[0, :extractor.num_actions]
+        allowed = torch.from_numpy(np.asarray(mask, dtype=bool)).to(device)
+        return int(torch.argmax(torch.where(allowed, logits, -torch.inf)))

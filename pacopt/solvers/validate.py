@@ -158,8 +158,9 @@ def _check_job(instance: Instance, model: JctModel, record: JobRecord, job, busy
     if sorted(record.workers) != names:
         out.append(f"{where}: workers {sorted(record.workers)} are not the union of its blocks "
                    f"{names}")
-    full = [s for s, used in placement.memory_use(graph).items()
-            if used > instance.cluster.worker_memory]
+    capacity = instance.cluster.worker_memory
+    full = [] if placement.fits_memory(graph, capacity) else [
+        s for s, used in placement.memory_use(graph).items() if used > capacity]
     if full:
         out.append(f"{where}: exceeds the memory of worker {instance.cluster.server_name(full[0])}")
     jct = model.timing(graph, counts, placement, instance.work_scale(job)).jct_ms
