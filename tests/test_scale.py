@@ -71,6 +71,28 @@ def test_tiles_are_translates_made_of_valid_blocks():
     assert seen == cluster.full_mask
 
 
+@pytest.mark.parametrize("shape, tile, count", [((6, 6, 4), "3x3x4", 4),
+                                                 ((8, 6, 2), "4x3x2", 4),
+                                                 ((12, 4, 4), "4x4x4", 3)])
+def test_groups_and_racks_not_multiples_of_4_are_tiled_by_divisors(shape, tile, count):
+    """Tiles of the largest divisors up to 4 cover such a cluster, each tile's blocks
+    translate to valid blocks, and a cluster whose tiles would be too small is not tiled."""
+    tiles = tiling(RampCluster(*shape))
+    assert tiles.tile.describe() == tile and tiles.num_tiles == count
+    seen = 0
+    for t in range(count):
+        for m in (1, 2, 3, 4, 8, 9, 16):
+            for block in tiles.tile.blocks(m):
+                copy = tiles.block(block, t)
+                assert tiles.cluster.block_from_label(copy.label, m) == copy
+        whole = tiles.placement(placers.Placement(tiles.tile.blocks(1)), t).mask  # every server
+        assert tiles.local_masks(whole) == [tiles.tile.full_mask if u == t else 0
+                                            for u in range(count)]
+        seen |= whole
+    assert seen == tiles.cluster.full_mask
+    assert tiling(RampCluster(5, 5, 4)) is None  # 1x1x4 tiles: enumerated in full
+
+
 def test_minimal_unions_match_the_pairwise_rule():
     rng = random.Random(1)
     for _ in range(200):

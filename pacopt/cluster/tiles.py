@@ -8,13 +8,15 @@ few hundred footprints; on 8x4x4 GNMT alone has tens of thousands, and 16x16x4 i
 
 RAMP's blocks nest like a buddy allocator's, and the JCT model is invariant under relabelling
 groups and racks (:meth:`~pacopt.cluster.placement.Placement.canonical_key`). So a cluster of
-C x R x S is cut into aligned **tiles** of ``min(C, 4) x min(R, 4) x S`` (the paper's 4x4 groups
-and racks; with 2 servers per rack a tile *is* the paper's cluster) when both divide, and the
+C x R x S is cut into aligned **tiles** of ``c x r x S``, ``c`` the largest divisor of C up to 4
+and ``r`` of R up to ``c`` (the paper's 4x4 groups and racks where 4 divides; with 2 servers per
+rack such a tile *is* the paper's cluster; 6x6x4 gives 3x3x4 tiles), and the
 footprints considered are those that lie inside one tile. Every tile is a translate of the
 first, so the footprints, their memory check, their timings and the blocks each one breaks are
 computed once, on the tile, and a tile's scores are cached by the tile's own occupancy (a
-decision changes one or two tiles). :func:`tiling` is None when the cluster is a single tile:
-there nothing changes.
+decision changes one or two tiles). :func:`tiling` is None when the cluster is a single tile
+(there nothing changes) or when its tiles would hold fewer than 16 servers (a prime number of
+groups, say): such a cluster's footprints are enumerated in full.
 
 What the rule gives up, stated: a footprint that straddles two tiles, and blocks that exist only
 across tiles (a (5,1,1) block needs 5 groups), are not candidates; a degree with no candidate
@@ -30,24 +32,33 @@ from functools import cached_property, lru_cache
 from pacopt.cluster.placement import Placement
 from pacopt.cluster.topology import Block, RampCluster
 
-#: A tile's communication groups and racks per group (at most the cluster's own).
+#: A tile's communication groups and racks per group at most (fewer where they do not divide
+#: the cluster's: the largest divisor below).
 TILE_GROUPS = 4
 TILE_RACKS = 4
+#: Smaller tiles would leave a 16-way job no footprint inside one: such clusters are not tiled.
+MIN_TILE_SERVERS = 16
 
 
 @lru_cache(maxsize=32)
 def tiling(cluster: RampCluster) -> Tiling | None:
-    """The tiling of ``cluster`` (module doc), or None when the cluster is one tile or its
-    groups and racks are not multiples of a tile's."""
+    """The tiling of ``cluster`` (module doc), or None when the cluster is one tile or a tile
+    would hold fewer than :data:`MIN_TILE_SERVERS` servers."""
     C, R, S = cluster.communication_groups, cluster.racks_per_group, cluster.servers_per_rack
-    tc, tr = min(C, TILE_GROUPS), min(R, TILE_RACKS)
-    if C % tc or R % tr or (C // tc) * (R // tr) == 1:
+    tc = _side(C, TILE_GROUPS)
+    tr = _side(R, min(TILE_RACKS, tc))  # a RAMP cluster has no more racks than groups
+    if (C // tc) * (R // tr) == 1 or tc * tr * S < MIN_TILE_SERVERS:
         return None
     tile = RampCluster(tc, tr, S, cluster.channels, cluster.total_node_bandwidth,
                        cluster.propagation_latency, cluster.worker_io_latency,
                        cluster.worker_memory)
     origins = tuple((c0, r0) for c0 in range(0, C, tc) for r0 in range(0, R, tr))
     return Tiling(cluster, tile, origins)
+
+
+def _side(count: int, cap: int) -> int:
+    """The largest divisor of ``count`` that is at most ``cap``: tiles cover the cluster."""
+    return max(d for d in range(1, min(count, cap) + 1) if count % d == 0)
 
 
 @dataclass(frozen=True)

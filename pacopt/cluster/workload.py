@@ -17,7 +17,6 @@ from typing import Annotated, Any, Literal, Self
 
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator, model_validator
-from scipy.stats import skewnorm
 
 from pacopt.cluster.input_spec import MAX_JOBS, MAX_MS, SpecModel, tagged_union
 from pacopt.infra.errors import InputError
@@ -95,6 +94,8 @@ class CustomSkewNorm(DiscreteDistribution):
 
     def __init__(self, skewness: float, min_val: float, max_val: float, decimals: int = 2,
                  num_bins: int = 1000, seed: int = PMF_SEED) -> None:
+        from scipy.stats import skewnorm  # here: scipy.stats costs most of a second to import
+
         size = int(max(50000, (max_val - min_val) * 10**decimals * 10))  # >= 10 samples per value
         x = skewnorm.rvs(a=skewness, loc=max_val, size=size, random_state=np.random.default_rng(seed))
         x -= x.min()

@@ -10,9 +10,9 @@ the cluster, not only where first-fit would put it. Only inclusion-minimal union
 Each op then sits on the block of its count, which gives the option's placement.
 
 **Large clusters: capped candidates.** On a cluster cut into tiles
-(:mod:`pacopt.cluster.tiles`: aligned copies of a 4x4xS cluster) the candidates of a (job,
-degree) are at most :data:`CANDIDATE_CAP`: the footprints that lie inside one tile, enumerated
-once on the tile, and of those ``CANDIDATE_CAP // tiles`` spread over the tile (disjoint ones
+(:mod:`pacopt.cluster.tiles`: aligned copies of a small cluster, 4x4xS where 4 divides) the
+candidates of a (job, degree) are at most :data:`CANDIDATE_CAP`: the footprints that lie inside
+one tile, enumerated once on the tile, and of those ``CANDIDATE_CAP // tiles`` spread over the tile (disjoint ones
 first, in best fit's order on an empty tile: :func:`_spread`), each in every tile;
 ``problem.capped`` says so. The search then optimises the capped problem, and its own bound
 bounds only that. The bound reported is the worker-count relaxation's, built with each (job,
