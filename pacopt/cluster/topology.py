@@ -29,6 +29,7 @@ _INDEX_MIN_BLOCKS = 256
 #: (the degrees' sizes: first fit looks several of them up per decision) share one index.
 _SHARED_INDEX_SERVERS = 64
 _SHARED_INDEX_SIZES = 16
+_SHARED_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -178,14 +179,15 @@ class RampCluster:
         """One index over the blocks of every size up to :data:`_SHARED_INDEX_SIZES` (built
         on first use), and the span of size ``m``'s blocks in it: a decision that looks up
         many sizes brings one index up to date, not one per size."""
-        shared = self.__dict__.get("_shared")
-        if shared is None:
-            every, spans = [], {}
-            for size in range(1, min(_SHARED_INDEX_SIZES, self.num_servers) + 1):
-                spans[size] = slice(len(every), len(every) + len(self.blocks(size)))
-                every += self.blocks(size)
-            shared = self.__dict__["_shared"] = (FirstFreeIndex(tuple(every), self.num_servers),
-                                                 spans)
+        with _SHARED_LOCK:  # one index per cluster, whichever thread asks first
+            shared = self.__dict__.get("_shared")
+            if shared is None:
+                every, spans = [], {}
+                for size in range(1, min(_SHARED_INDEX_SIZES, self.num_servers) + 1):
+                    spans[size] = slice(len(every), len(every) + len(self.blocks(size)))
+                    every += self.blocks(size)
+                shared = self.__dict__["_shared"] = (
+                    FirstFreeIndex(tuple(every), self.num_servers), spans)
         return shared[0], shared[1][m]
 
     @cached_property
@@ -307,7 +309,6 @@ class FirstFreeIndex:
         # the blocks holding server s: members[start[s]:start[s + 1]]
         self.members = self.owner[order]
         self.start = np.searchsorted(self.servers[order], np.arange(num_servers + 1))
-        self.held = np.diff(self.start)  # how many blocks hold each server
         self.holding = [self.members[a:b] for a, b in zip(self.start[:-1], self.start[1:])]
         self.busy = np.zeros(len(blocks), dtype=np.int64)
         self.occupied = 0
