@@ -143,7 +143,8 @@ class JctModel:
         self._tables: dict[str, JobTable] = {}
         self._menus: dict[str, FootprintMenu] = {}
         self._tile_states: dict[tuple, tuple] = {}
-        self._tile_placements: dict[tuple, Placement] = {}  # tile copies, first-fit choices
+        self._tile_placements: dict[tuple, Placement] = {}
+        self._chosen_placements: dict[tuple, Placement] = {}
 
     # ----- partitioning and placement -------------------------------------------------------------
     def counts(self, graph: JobGraph, degree: int) -> tuple[int, ...]:
@@ -365,11 +366,11 @@ class JctModel:
         """``plan``'s placement of ``choice`` (cached: the same few blocks come back decision
         after decision, and a placement of every op is costly to build and to mask)."""
         key = (graph.fingerprint, plan.counts, choice)
-        placement = self._tile_placements.get(key)
+        placement = self._chosen_placements.get(key)
         if placement is None:
-            if len(self._tile_placements) >= _PLACEMENT_CACHE_LIMIT:
-                self._tile_placements.clear()
-            placement = self._tile_placements[key] = plan.placement(choice)
+            if len(self._chosen_placements) >= _PLACEMENT_CACHE_LIMIT:
+                self._chosen_placements.clear()
+            placement = self._chosen_placements[key] = plan.placement(choice)
         return placement
 
     def _tile_jct(self, graph: JobGraph, counts: tuple[int, ...], footprint: Placement) -> float:

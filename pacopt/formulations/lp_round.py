@@ -82,10 +82,9 @@ def lp_costs(options: list[Option]) -> np.ndarray:
 
 
 def solve_lp(options: list[Option], by_job: list[list[int]], rows: list[list[int]],
-             cost: np.ndarray | None = None, presolve: bool = True) -> LpPoint:
+             cost: np.ndarray | None = None) -> LpPoint:
     """Maximise ``cost @ x`` over ``0 <= x <= 1`` with at most one option per job (``by_job``)
-    and per conflict row (``rows``), by HiGHS's simplex. ``cost`` defaults to :func:`lp_costs`;
-    ``presolve=False`` skips HiGHS's presolve (cheaper on LPs of a few dozen columns)."""
+    and per conflict row (``rows``), by HiGHS's simplex. ``cost`` defaults to :func:`lp_costs`."""
     cost = lp_costs(options) if cost is None else cost
     if not options:
         return LpPoint(x=np.zeros(0), value=0.0)
@@ -96,7 +95,6 @@ def solve_lp(options: list[Option], by_job: list[list[int]], rows: list[list[int
                        shape=(len(packing), len(options)))
     highs = _highs()
     highs.clearModel()
-    highs.setOptionValue("presolve", "on" if presolve else "off")
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = len(options), len(packing)
     lp.sense_ = highspy.ObjSense.kMaximize
