@@ -144,11 +144,7 @@ class RampCluster:
             cache.clear()
         blocks = self._blocks_of.get(m)
         if blocks is None:
-            blocks = self._blocks_of[m] = self.blocks(m)
-            if self.num_servers > _SHARED_INDEX_SERVERS and m <= _SHARED_INDEX_SIZES:
-                self._first_free[m] = self._shared_index(m)
-            elif len(blocks) >= _INDEX_MIN_BLOCKS:
-                self._first_free[m] = (FirstFreeIndex(blocks, self.num_servers), None)
+            blocks = self._register(m)
         index, span = self._first_free.get(m, (None, None))
         if index is not None:  # a large cluster: count busy servers per block, incrementally
             found = cache[key] = index.first(occupied, span)
@@ -172,8 +168,17 @@ class RampCluster:
         """The index :meth:`free_block` finds size ``m``'s first free block with, and the span
         of those blocks in it (None: all of it); ``(None, None)`` where it scans instead."""
         if m not in self._blocks_of:
-            self.free_block(m, 0)
+            self._register(m)
         return self._first_free.get(m, (None, None))
+
+    def _register(self, m: int) -> tuple[Block, ...]:
+        """Size ``m``'s blocks, kept, and the index they are looked up with (if any)."""
+        blocks = self._blocks_of[m] = self.blocks(m)
+        if self.num_servers > _SHARED_INDEX_SERVERS and m <= _SHARED_INDEX_SIZES:
+            self._first_free[m] = self._shared_index(m)
+        elif len(blocks) >= _INDEX_MIN_BLOCKS:
+            self._first_free[m] = (FirstFreeIndex(blocks, self.num_servers), None)
+        return blocks
 
     def _shared_index(self, m: int) -> tuple[FirstFreeIndex, slice]:
         """One index over the blocks of every size up to :data:`_SHARED_INDEX_SIZES` (built
