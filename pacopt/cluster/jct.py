@@ -299,10 +299,8 @@ class JctModel:
         menu = self.menu(table)
         locals_ = tiles.local_masks(occupied)
         states = [self._tile_state(menu, local) for local in locals_]
-        free = np.stack([state[0] for state in states])    # (tiles, footprints)
-        broken = np.stack([state[1] for state in states])  # weight each footprint breaks
+        score = np.stack([state[3] for state in states])   # (tiles, footprints)
         total = sum(state[2] for state in states)          # free weight of the whole cluster
-        score = np.where(free, np.round(-broken - WORKER_PENALTY * menu.workers, 9), -np.inf)
         size = len(table.placed)
         placeable, workers, jct, free_blocks, masks, placements = _unplaced(size)
         first_free: dict[int, Block | None] = {}  # first fit's look-ups, shared by the degrees
@@ -321,11 +319,12 @@ class JctModel:
                         graph, c, p)), tiles.num_tiles)
                     if placer != "best-fit" or (deadline_ms is not None
                                                 and timed[i] > deadline_ms):
-                        i = pick(placer, free[:, span].ravel(), here, timed, deadline_ms)
+                        free = np.concatenate([state[0][span] for state in states])
+                        i = pick(placer, free, here, timed, deadline_ms)
                 t, row = divmod(i, span.stop - span.start)
                 k = span.start + row
                 placement = self._translated(menu, k, t)
-                lost = broken[t, k]
+                lost = states[t][1][k]  # the weight it breaks
                 jct[d] = table.jct_ms[d] if ddls else timed[i]
             else:  # no footprint free inside a tile (or none exists there): first-fit's
                 found = self._first_fit(table, d, occupied, first_free)
@@ -395,10 +394,11 @@ class JctModel:
             self._tile_placements[key] = placement
         return placement
 
-    def _tile_state(self, menu: FootprintMenu, local: int) -> tuple[np.ndarray, np.ndarray, float]:
+    def _tile_state(self, menu: FootprintMenu, local: int
+                    ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
         """For a tile whose own occupancy is ``local``: which of ``menu``'s footprints are free,
-        the free weight each one breaks, and the tile's free weight (cached, shared by the
-        graphs whose menus hold the same footprints)."""
+        the free weight each one breaks, the tile's free weight, and each footprint's score
+        (-inf where busy; cached, shared by the graphs whose menus hold the same footprints)."""
         key = (menu.footprint_key, local)
         state = self._tile_states.get(key)
         if state is None:
@@ -406,7 +406,9 @@ class JctModel:
             scorer = free_block_score(tile)
             weights = scorer.free_weights(local)
             free = (menu.masks & as_mask(local, tile)) == 0
-            state = (free, menu.broken(weights), float(weights.sum()))
+            broken = menu.broken(weights)
+            score = np.where(free, np.round(-broken - WORKER_PENALTY * menu.workers, 9), -np.inf)
+            state = (free, broken, float(weights.sum()), score)
             if len(self._tile_states) >= _TILE_STATE_CACHE_LIMIT:
                 self._tile_states.clear()
             self._tile_states[key] = state
