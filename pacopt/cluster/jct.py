@@ -303,7 +303,6 @@ class JctModel:
         total = sum(state[2] for state in states)          # free weight of the whole cluster
         size = len(table.placed)
         placeable, workers, jct, free_blocks, masks, placements = _unplaced(size)
-        first_free: dict[int, Block | None] = {}  # first fit's look-ups, shared by the degrees
         tile_weights: dict[int, np.ndarray] = {}  # free weights of the tiles first fit uses
         for d in range(1, size):
             if not table.placed[d]:
@@ -327,7 +326,7 @@ class JctModel:
                 lost = states[t][1][k]  # the weight it breaks
                 jct[d] = table.jct_ms[d] if ddls else timed[i]
             else:  # no footprint free inside a tile (or none exists there): first-fit's
-                found = self._first_fit(table, d, occupied, first_free)
+                found = self._first_fit(table, d, occupied)
                 if found is None:
                     continue
                 placement = self._chosen(graph, *found)
@@ -343,23 +342,13 @@ class JctModel:
         return LiveOptions(placeable, workers, jct, tuple(masks), placer, tuple(placements),
                            free_blocks)
 
-    def _first_fit(self, table: JobTable, degree: int, occupied: int,
-                   first_free: dict) -> tuple[FitPlan, tuple[Block, ...]] | None:
-        """First fit's choice for ``degree`` (as :meth:`place`) with its plan, its blocks'
-        look-ups kept in ``first_free`` (size -> first free block) for the other degrees of
-        the decision."""
+    def _first_fit(self, table: JobTable, degree: int,
+                   occupied: int) -> tuple[FitPlan, tuple[Block, ...]] | None:
+        """First fit's choice for ``degree`` (as :meth:`place`) with its plan; the degrees of a
+        decision share their look-ups through :meth:`RampCluster.free_block`'s cache."""
         plan = self.plan(table.graph, table.counts[degree])
-        if not plan.memory_free:  # memory can bind: the exact scan
-            choice = plan.fit(occupied)
-            return None if choice is None else (plan, choice)
-        blocks = []
-        for m in plan.sizes:
-            if m not in first_free:
-                first_free[m] = self.cluster.free_block(m, occupied)
-            if first_free[m] is None:
-                return None
-            blocks.append(first_free[m])
-        return plan, tuple(blocks)
+        choice = plan.fit(occupied)
+        return None if choice is None else (plan, choice)
 
     def _chosen(self, graph: JobGraph, plan: FitPlan, choice: tuple[Block, ...]) -> Placement:
         """``plan``'s placement of ``choice`` (cached: the same few blocks come back decision
