@@ -47,12 +47,17 @@ def dependency_times(job: PartitionedJob, servers: list[int], cluster: RampClust
     scale = settings.comm_scale
     src, dst, size = job.dep_src, job.dep_dst, job.dep_size
     times = [0.0] * job.num_deps
+    collectives: dict[tuple, float] = {}  # (bytes, ends): a split op's groups often repeat
     for kind, deps in job.groups:
         if kind != "single":
-            ends = sorted(servers[src[d]] for d in deps)
-            if kind == "pair" or ends == sorted(servers[dst[d]] for d in deps):
-                total = math.fsum(size[d] for d in deps)
-                t = scale * all_reduce_seconds(total, set(ends), cluster, physical)
+            ends = sorted([servers[src[d]] for d in deps])
+            if kind == "pair" or ends == sorted([servers[dst[d]] for d in deps]):
+                total = math.fsum([size[d] for d in deps])
+                key = (total, *ends)
+                t = collectives.get(key)
+                if t is None:
+                    t = collectives[key] = scale * all_reduce_seconds(total, set(ends), cluster,
+                                                                      physical)
                 for d in deps:
                     times[d] = t
                 continue
@@ -75,11 +80,14 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
     # Flows (cross-server, non-zero time) ranked: a higher rank wins its channel.
     is_flow = [servers[src[d]] != servers[dst[d]] and job.dep_size[d] > 0 and dep_ms[d] > 0
                for d in range(num_deps)]
-    flows = sorted((d for d in range(num_deps) if is_flow[d]), key=lambda d: (-dep_ms[d], d))
+    negated = [-ms for ms in dep_ms]  # a stable sort keeps ties in dependency order
+    flows = sorted([d for d in range(num_deps) if is_flow[d]], key=negated.__getitem__)
     rank = [0] * num_deps
     for r, d in enumerate(flows):
         rank[d] = r
     width = cluster.num_servers
+    channel_of = [servers[src[d]] * width + servers[dst[d]] if is_flow[d] else -1
+                  for d in range(num_deps)]
 
     # Static op priority on a worker: smaller compute first, then later allocation first.
     bfs_pos = {k: i for i, k in enumerate(job.graph.topological_order)}
@@ -123,7 +131,7 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
             return
         finish[d] = t + dep_ms[d]
         heapq.heappush(in_flight, (finish[d], d))
-        channel = servers[src[d]] * width + servers[dst[d]]
+        channel = channel_of[d]
         heap = channel_heap.setdefault(channel, [])
         heapq.heappush(heap, (-rank[d], d))
         if heap[0][1] == d:
@@ -170,7 +178,7 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
         for d in finished_deps:
             done[d] = True
             if is_flow[d]:
-                touched.add(servers[src[d]] * width + servers[dst[d]])
+                touched.add(channel_of[d])
         for channel in touched:
             refresh_head(channel)
         for s in finished_ops:

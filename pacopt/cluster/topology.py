@@ -252,29 +252,25 @@ def _blocks(cluster: RampCluster, m: int) -> tuple[Block, ...]:
         if sb == DIAGONAL:
             if cb > C or cb > R:
                 continue
-            for i in range(C - cb + 1):
-                for j in range(R - cb + 1):
-                    for k in range(S):
-                        servers = tuple(cluster.index(i + t, j + t, k) for t in range(cb))
-                        blocks.append(_block(shape, (i, j, k), servers))
+            offsets = [cluster.index(t, t, 0) for t in range(cb)]
+            origins = ((i, j, k) for i in range(C - cb + 1) for j in range(R - cb + 1)
+                       for k in range(S))
         else:
             if cb > C or rb > R or sb > S:
                 continue
-            for i in range(C - cb + 1):
-                for j in range(R - rb + 1):
-                    for k in range(S - sb + 1):
-                        servers = tuple(cluster.index(i + x, j + y, k + z) for x in range(cb)
-                                        for y in range(rb) for z in range(sb))
-                        blocks.append(_block(shape, (i, j, k), servers))
+            offsets = [cluster.index(x, y, z) for x in range(cb) for y in range(rb)
+                       for z in range(sb)]
+            origins = ((i, j, k) for i in range(C - cb + 1) for j in range(R - rb + 1)
+                       for k in range(S - sb + 1))
+        # server indices are linear in the coordinates: a block is its shape at the origin,
+        # shifted by its origin's index
+        mask = sum(1 << o for o in offsets)
+        for origin in origins:
+            base = cluster.index(*origin)
+            blocks.append(Block(shape=shape, origin=origin,
+                                servers=tuple(base + o for o in offsets), mask=mask << base))
     seen: set[tuple[int, ...]] = set()  # e.g. a 1-server diagonal is a 1x1x1 block again
     return tuple(b for b in blocks if not (b.servers in seen or seen.add(b.servers)))
-
-
-def _block(shape, origin, servers) -> Block:
-    mask = 0
-    for s in servers:
-        mask |= 1 << s
-    return Block(shape=shape, origin=origin, servers=servers, mask=mask)
 
 
 def _parse_label(label: str) -> tuple | None:
