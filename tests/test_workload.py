@@ -1,17 +1,21 @@
 """Beta distributions and generated workloads."""
 
+import subprocess
+import sys
 from collections import Counter
 
 import numpy as np
 import pytest
 
 from pacopt.cluster.workload import (
+    PAPER_SKEWNESS,
     CustomSkewNorm,
     Fixed,
     Uniform,
     WorkloadSpec,
     generate_jobs,
     paper,
+    write_paper_pmfs,
 )
 from pacopt.infra.errors import InputError
 
@@ -69,6 +73,23 @@ def test_skew_norm_pmf_is_deterministic_and_seeded():
     assert np.array_equal(a.values, b.values) and np.array_equal(a.probs, b.probs)
     assert np.array_equal(a.probs, paper("B").probs)
     assert CustomSkewNorm(5, 0.1, 1.0, 2, seed=1).mean != pytest.approx(a.mean, abs=1e-3)
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_SKEWNESS))
+def test_stored_paper_pmfs_are_the_skew_normal_ones_bit_for_bit(name, tmp_path):
+    built = CustomSkewNorm(PAPER_SKEWNESS[name], 0.1, 1.0, 2)
+    assert np.array_equal(paper(name).values, built.values), "rewrite: write_paper_pmfs()"
+    assert np.array_equal(paper(name).probs, built.probs), "rewrite: write_paper_pmfs()"
+    write_paper_pmfs(tmp_path / "pmfs.json")  # the writer stores what it built
+    assert (tmp_path / "pmfs.json").read_text().count('"skewness"') == len(PAPER_SKEWNESS)
+
+
+def test_drawing_and_recognising_paper_betas_do_not_import_scipy_stats():
+    code = ("import sys; from pacopt.cluster.workload import paper; "
+            "from pacopt.cluster.recognise import BetaRecogniser; [paper(n) for n in 'ABCD']; "
+            "r = BetaRecogniser(); r.note(0, 0.3); r.guess; print('scipy.stats' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
 
 
 def test_shared_distributions_are_read_only():

@@ -10,9 +10,11 @@ from it with the caller's generator.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
 import numpy as np
@@ -25,6 +27,10 @@ from pacopt.infra.errors import InputError
 PMF_SEED = 0
 #: Skewness of the paper's skew-normal beta distributions (A is uniform).
 PAPER_SKEWNESS = {"B": 5, "C": 0, "D": -5}
+#: B-D exactly as :class:`CustomSkewNorm` builds them, stored so that drawing or recognising
+#: the paper's betas does not import ``scipy.stats`` (about half a second per process);
+#: ``tests/test_workload.py`` rebuilds them and :func:`write_paper_pmfs` rewrites the file.
+PAPER_PMFS = Path(__file__).resolve().parents[1] / "data" / "paper_betas.json"
 
 
 # ----- distributions -----------------------------------------------------------------------------
@@ -43,6 +49,16 @@ class DiscreteDistribution:
         # Distributions are shared (see paper()), so their arrays must not be edited in place.
         self.values.flags.writeable = False
         self.probs.flags.writeable = False
+
+    @classmethod
+    def exact(cls, values: Iterable[float], probs: Iterable[float]) -> DiscreteDistribution:
+        """The distribution with exactly these (sorted, distinct) ``values`` and normalised
+        ``probs``, bit for bit: stored arrays are not normalised again."""
+        dist = cls.__new__(cls)
+        dist.values, dist.probs = np.array(values, dtype=float), np.array(probs, dtype=float)
+        dist.values.flags.writeable = False
+        dist.probs.flags.writeable = False
+        return dist
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` independent draws using the caller's generator."""
@@ -113,8 +129,36 @@ def paper(name: str) -> DiscreteDistribution:
     if name == "A":
         return Uniform(0.1, 1.0, 2)
     if name in PAPER_SKEWNESS:
-        return CustomSkewNorm(PAPER_SKEWNESS[name], min_val=0.1, max_val=1.0, decimals=2)
+        stored = _stored_pmfs().get(name)
+        if stored is None:  # stored for other parameters: build it
+            return _paper_skew_norm(name)
+        return DiscreteDistribution.exact(stored["values"], stored["probs"])
     raise InputError(f"unknown paper beta distribution {name!r}; expected A, B, C or D")
+
+
+def _paper_skew_norm(name: str) -> CustomSkewNorm:
+    return CustomSkewNorm(PAPER_SKEWNESS[name], min_val=0.1, max_val=1.0, decimals=2)
+
+
+@lru_cache(maxsize=1)
+def _stored_pmfs() -> dict[str, dict]:
+    """The PMFs in :data:`PAPER_PMFS` that were built with today's skewness and seed."""
+    try:
+        stored = json.loads(PAPER_PMFS.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {name: pmf for name, pmf in stored.items()
+            if pmf.get("skewness") == PAPER_SKEWNESS.get(name) and pmf.get("seed") == PMF_SEED}
+
+
+def write_paper_pmfs(path: Path = PAPER_PMFS) -> None:
+    """Build B-D with :class:`CustomSkewNorm` and store them in ``path`` (exact floats)."""
+    pmfs = {}
+    for name, skewness in PAPER_SKEWNESS.items():
+        dist = _paper_skew_norm(name)
+        pmfs[name] = {"skewness": skewness, "seed": PMF_SEED, "values": dist.values.tolist(),
+                      "probs": dist.probs.tolist()}
+    path.write_text(json.dumps(pmfs, indent=1) + "\n")
 
 
 # ----- jobs ---------------------------------------------------------------------------------------
