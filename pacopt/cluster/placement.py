@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from pacopt.cluster.graph import JobGraph
-from pacopt.cluster.topology import Block, RampCluster
+from pacopt.cluster.topology import Block, RampCluster, servers_of
 
 
 @dataclass(frozen=True)
@@ -47,13 +47,12 @@ class Placement:
         return self.mask.bit_count()
 
     def workers(self) -> tuple[int, ...]:
-        """Server indices of the footprint, ascending."""
-        mask, out = self.mask, []
-        while mask:
-            low = mask & -mask
-            out.append(low.bit_length() - 1)
-            mask ^= low
-        return tuple(out)
+        """Server indices of the footprint, ascending (memoised: conflict rows ask often)."""
+        return self._workers
+
+    @cached_property
+    def _workers(self) -> tuple[int, ...]:
+        return servers_of(self.mask)
 
     def memory_use(self, graph: JobGraph) -> dict[int, float]:
         """Bytes each server holds: every forward op's memory split over its block (the backward

@@ -273,6 +273,16 @@ def _blocks(cluster: RampCluster, m: int) -> tuple[Block, ...]:
     return tuple(b for b in blocks if not (b.servers in seen or seen.add(b.servers)))
 
 
+def servers_of(mask: int) -> tuple[int, ...]:
+    """The servers (bit indices) set in ``mask``, ascending."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return tuple(out)
+
+
 def _parse_label(label: str) -> tuple | None:
     """The (origin, shape) a block label names (:attr:`Block.label`); None if it names none."""
     if not isinstance(label, str):

@@ -36,11 +36,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from pacopt.cluster.instance import Instance
-from pacopt.cluster.placement import Placement
 from pacopt.cluster.policies import Decision
 from pacopt.cluster.state import EPS_MS
-from pacopt.formulations.lp_round import EPS_COST, solve_lp
-from pacopt.formulations.offline import Option, conflict_rows, pattern_options
+from pacopt.cluster.topology import servers_of
+from pacopt.formulations.lp_round import EPS_COST, solve_packing_lp
+from pacopt.formulations.offline import conflict_rows_of, pattern_options
 from pacopt.infra.errors import InputError
 
 DEFAULT_LOOKAHEAD = 4
@@ -82,37 +82,40 @@ class LpOnline:
         self.scales.append(self.instance.work_scale(job))
         self.arrivals.append(job.arrival_ms)
         now = decision.state.now_ms
-        options = self._arriving(decision, now)
-        if not options:
+        columns = [self._arriving(decision, now)]
+        if not len(columns[0].job):
             return 0
         if len(self.arrivals) > 1 and self.lookahead:
             gap = (self.arrivals[-1] - self.arrivals[0]) / (len(self.arrivals) - 1)
-            options += self._futures(decision, now, max(gap, EPS_MS))
-        rows, costs = self._rows(options), self._costs(options)
-        arriving = [i for i, o in enumerate(options) if o.job == 0]
-        x = _split_off(len(options), arriving, rows, costs)
+            columns += self._futures(decision, now, max(gap, EPS_MS))
+        lp = _Columns.join(columns)
+        rows, costs = self._rows(lp), self._costs(lp)
+        arriving = list(range(len(columns[0].job)))  # the arriving job's columns come first
+        x = _split_off(len(costs), arriving, rows, costs)
         if x is None:
-            x = solve_lp(options, _by_job(options), rows, costs).x
-        mass = {options[i].degree: x[i] for i in arriving}
+            x = solve_packing_lp(costs, _by_job(lp.job), rows).x
+        mass = {int(lp.degree[i]): x[i] for i in arriving}
         degrees = sorted(mass)
         cumulative = np.cumsum([mass[d] for d in degrees])
         pick = int(np.searchsorted(cumulative, self.rng.random(), side="right"))
         return degrees[pick] if pick < len(degrees) else 0
 
     # ----- the LP's columns -----------------------------------------------------------------------
-    def _arriving(self, decision: Decision, now: float) -> list[Option]:
+    def _arriving(self, decision: Decision, now: float) -> _Columns:
         """The arriving job's columns (job 0): each degree first-fit places now in time."""
         live, horizon = decision.options(), decision.horizon_ms
-        out = []
+        degrees = []
         for d in range(1, decision.max_degree + 1):
             jct = float(live.jct_ms[d])
             if jct > decision.deadline_ms or (horizon is not None and now + jct > horizon + EPS_MS):
                 continue
-            out.append(Option(job=0, degree=d, placement=decision.placement(d), jct_ms=jct,
-                              comm_overhead_ms=0.0, start_ms=now))
-        return out
+            degrees.append(d)
+        return _Columns(job=np.zeros(len(degrees), dtype=np.int64),
+                        degree=np.array(degrees, dtype=np.int64),
+                        start=np.full(len(degrees), now), jct=live.jct_ms[degrees].astype(float),
+                        servers=[servers_of(live.masks[d]) for d in degrees])
 
-    def _futures(self, decision: Decision, now: float, gap: float) -> list[Option]:
+    def _futures(self, decision: Decision, now: float, gap: float) -> list[_Columns]:
         """Columns of ``samples`` x ``lookahead`` sampled future jobs (jobs 1, 2, ...), each
         clear of the running jobs."""
         state, model, instance = decision.state, decision.model, self.instance
@@ -121,7 +124,8 @@ class LpOnline:
         end_ms = np.array([end for _, end in ends])
         held = np.array([state.held[j] for j, _ in ends] + [0], dtype=object)
         busy_after = np.bitwise_or.accumulate(held[::-1])[::-1]  # [i]: the jobs ends[i:]
-        out: list[Option] = []
+        busy_words: dict[int, np.ndarray] = {}  # by position in ``ends``: scenarios share starts
+        out: list[_Columns] = []
         draws = self.rng.integers(len(self.seen), size=(self.samples, self.lookahead))
         for s in range(self.samples):
             for i in range(self.lookahead):
@@ -141,63 +145,86 @@ class LpOnline:
                 if not len(keep):
                     continue
                 # a running job conflicts while it runs past the start (tolerance as the rows')
-                busy = busy_after[int(np.searchsorted(end_ms, start + EPS_MS, side="right"))]
-                keep = keep[~(menu.words[keep] & _words(busy, menu.words.shape[1])).any(1)]
-                job = 1 + s * self.lookahead + i
-                out += [Option(job=job, degree=int(menu.degrees[k]),
-                               placement=menu.placements[k],
-                               jct_ms=float(menu.jct_ms[k]) * scale,
-                               comm_overhead_ms=float(menu.comm_ms[k]) * scale, start_ms=start)
-                        for k in keep]
+                at = int(np.searchsorted(end_ms, start + EPS_MS, side="right"))
+                if at not in busy_words:
+                    busy_words[at] = _words(busy_after[at], menu.words.shape[1])
+                keep = keep[~(menu.words[keep] & busy_words[at]).any(1)]
+                if len(keep):
+                    out.append(_Columns(job=np.full(len(keep), 1 + s * self.lookahead + i),
+                                        degree=menu.degrees[keep],
+                                        start=np.full(len(keep), start),
+                                        jct=menu.jct_ms[keep] * scale,
+                                        servers=[menu.servers[k] for k in keep]))
         return out
 
     def _menu(self, graph, table, model) -> _FutureMenu:
         """Every candidate footprint of ``graph`` at every degree placeable on an empty cluster,
         with its timing, as arrays (cached): what a sampled future job of it may take."""
         if graph.name not in self.menus:
-            columns = [(d, placement, jct, comm)
+            columns = [(d, placement, jct)
                        for d in range(1, table.max_degree + 1) if table.placed[d]
-                       for placement, jct, comm in pattern_options(
+                       for placement, jct, _ in pattern_options(
                            graph, table.counts[d], model, self.instance.cluster)]
+            width = -(-self.instance.cluster.num_servers // 64)
             self.menus[graph.name] = _FutureMenu(
                 degrees=np.array([c[0] for c in columns], dtype=np.int64),
-                placements=[c[1] for c in columns],
                 jct_ms=np.array([c[2] for c in columns], dtype=float),
-                comm_ms=np.array([c[3] for c in columns], dtype=float),
-                words=np.stack([_words(c[1].mask, -(-self.instance.cluster.num_servers // 64))
-                                for c in columns]) if columns else np.zeros((0, 1), np.uint64))
+                servers=[c[1].workers() for c in columns],
+                words=np.stack([_words(c[1].mask, width) for c in columns])
+                if columns else np.zeros((0, width), np.uint64))
         return self.menus[graph.name]
 
     # ----- rows and costs -------------------------------------------------------------------------
-    def _rows(self, options: list[Option]) -> list[list[int]]:
+    def _rows(self, lp: _Columns) -> list[list[int]]:
         """Conflict rows of each scenario together with the arriving job (scenarios never
         meet each other)."""
-        arriving = [i for i, o in enumerate(options) if o.job == 0]
+        arriving = np.flatnonzero(lp.job == 0)
+        scenario = (lp.job - 1) // max(self.lookahead, 1)
+        intervals = list(zip(lp.start.tolist(), (lp.start + lp.jct).tolist()))
+        jobs = lp.job.tolist()
         rows: list[list[int]] = []
         for s in range(self.samples):
-            members = arriving + [i for i, o in enumerate(options)
-                                  if o.job and (o.job - 1) // max(self.lookahead, 1) == s]
+            members = np.concatenate([arriving, np.flatnonzero((lp.job > 0) & (scenario == s))])
+            members = members.tolist()
             rows += [[members[i] for i in row]
-                     for row in conflict_rows([options[i] for i in members])]
+                     for row in conflict_rows_of([intervals[k] for k in members],
+                                                 [jobs[k] for k in members],
+                                                 [lp.servers[k] for k in members])]
         return rows
 
-    def _costs(self, options: list[Option]) -> np.ndarray:
+    def _costs(self, lp: _Columns) -> np.ndarray:
         """1 per job less a tie-break of at most :data:`EPS_COST` for a longer JCT (a job that
         ends sooner frees its servers sooner), the future's columns weighted ``1 / samples``."""
-        weight = np.array([1.0 if o.job == 0 else 1.0 / self.samples for o in options])
-        jct = np.array([o.jct_ms for o in options])
-        return (1.0 - EPS_COST * jct / jct.max()) * weight
+        weight = np.where(lp.job == 0, 1.0, 1.0 / self.samples)
+        return (1.0 - EPS_COST * lp.jct / lp.jct.max()) * weight
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Some of an arrival's LP columns as parallel arrays: the job each belongs to (0 the
+    arriving one), its degree, start and JCT, and its servers (a list of tuples)."""
+
+    job: np.ndarray
+    degree: np.ndarray
+    start: np.ndarray
+    jct: np.ndarray
+    servers: list[tuple[int, ...]]
+
+    @staticmethod
+    def join(parts: list[_Columns]) -> _Columns:
+        arrays = (np.concatenate([getattr(p, f) for p in parts])
+                  for f in ("job", "degree", "start", "jct"))
+        return _Columns(*arrays, servers=[s for p in parts for s in p.servers])
 
 
 @dataclass(frozen=True)
 class _FutureMenu:
     """One graph's candidate footprints over all its degrees, in degree order (parallel
-    arrays; ``placements`` a list)."""
+    arrays)."""
 
     degrees: np.ndarray
-    placements: list[Placement]
     jct_ms: np.ndarray
-    comm_ms: np.ndarray
+    servers: list[tuple[int, ...]]
     words: np.ndarray  # each footprint's bitmask as 64-bit words (numpy ands them at once)
 
 
@@ -221,8 +248,8 @@ def _split_off(size: int, arriving: list[int], rows: list[list[int]],
     return x
 
 
-def _by_job(options: list[Option]) -> list[list[int]]:
+def _by_job(jobs: np.ndarray) -> list[list[int]]:
     groups: dict[int, list[int]] = {}
-    for i, option in enumerate(options):
-        groups.setdefault(option.job, []).append(i)
+    for i, job in enumerate(jobs.tolist()):
+        groups.setdefault(job, []).append(i)
     return list(groups.values())

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 import highspy
 import numpy as np
-from scipy.sparse import csc_array
 
 from pacopt.cluster.episode_stats import episode_metrics
 from pacopt.cluster.instance import Instance
@@ -85,26 +84,34 @@ def solve_lp(options: list[Option], by_job: list[list[int]], rows: list[list[int
              cost: np.ndarray | None = None) -> LpPoint:
     """Maximise ``cost @ x`` over ``0 <= x <= 1`` with at most one option per job (``by_job``)
     and per conflict row (``rows``), by HiGHS's simplex. ``cost`` defaults to :func:`lp_costs`."""
-    cost = lp_costs(options) if cost is None else cost
-    if not options:
+    return solve_packing_lp(lp_costs(options) if cost is None else cost, by_job, rows)
+
+
+def solve_packing_lp(cost: np.ndarray, by_job: list[list[int]],
+                     rows: list[list[int]]) -> LpPoint:
+    """:func:`solve_lp` over ``len(cost)`` columns, whatever they stand for."""
+    num_columns = len(cost)
+    if not num_columns:
         return LpPoint(x=np.zeros(0), value=0.0)
     packing = [ks for ks in by_job if len(ks) > 1] + [row for row in rows if len(row) > 1]
-    row_index = np.repeat(np.arange(len(packing)), [len(r) for r in packing])
-    col_index = np.fromiter((k for r in packing for k in r), dtype=np.int64, count=len(row_index))
-    matrix = csc_array((np.ones(len(row_index)), (row_index, col_index)),
-                       shape=(len(packing), len(options)))
+    lengths = [len(row) for row in packing]
+    entries = sum(lengths)
+    starts = np.zeros(len(packing) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=starts[1:])
     highs = _highs()
     highs.clearModel()
     lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = len(options), len(packing)
+    lp.num_col_, lp.num_row_ = num_columns, len(packing)
     lp.sense_ = highspy.ObjSense.kMaximize
     lp.col_cost_ = cost
-    lp.col_lower_, lp.col_upper_ = np.zeros(len(options)), np.ones(len(options))
+    lp.col_lower_, lp.col_upper_ = np.zeros(num_columns), np.ones(num_columns)
     lp.row_lower_ = np.full(len(packing), -highspy.kHighsInf)
     lp.row_upper_ = np.ones(len(packing))
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_, lp.a_matrix_.index_ = matrix.indptr, matrix.indices
-    lp.a_matrix_.value_ = matrix.data
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise  # HiGHS transposes it in C++
+    lp.a_matrix_.start_ = starts
+    lp.a_matrix_.index_ = np.fromiter((k for row in packing for k in row), dtype=np.int32,
+                                      count=entries)
+    lp.a_matrix_.value_ = np.ones(entries)
     highs.passModel(lp)
     with c_stdout_silenced():
         highs.run()

@@ -275,20 +275,26 @@ def maximal_cliques(intervals: list[tuple[float, float]]) -> list[list[int]]:
 def conflict_rows(options: list[Option], deadline: float | None = None) -> list[list[int]]:
     """One row per (maximal instant, server) holding options of at least two jobs
     (:class:`~pacopt.cluster.placers.OutOfTime` past ``deadline``)."""
+    return conflict_rows_of([(o.start_ms, o.end_ms) for o in options], [o.job for o in options],
+                            [o.placement.workers() for o in options], deadline)
+
+
+def conflict_rows_of(intervals: list[tuple[float, float]], jobs: list[int],
+                     servers: list[tuple[int, ...]],
+                     deadline: float | None = None) -> list[list[int]]:
+    """:func:`conflict_rows` of columns given as their ``[start, end)`` intervals, jobs and
+    servers (each column's ascending)."""
     rows: list[list[int]] = []
-    for active in maximal_cliques([(o.start_ms, o.end_ms) for o in options]):
+    for active in maximal_cliques(intervals):
         if out_of_time(deadline):
             raise OutOfTime("building the conflict rows")
         per_server: dict[int, list[int]] = {}  # only the servers some option uses
         for k in active:
-            mask = options[k].mask
-            while mask:
-                low = mask & -mask
-                per_server.setdefault(low.bit_length() - 1, []).append(k)
-                mask ^= low
+            for server in servers[k]:
+                per_server.setdefault(server, []).append(k)
         for server in sorted(per_server):
             row = per_server[server]
-            if len(row) >= 2 and len({options[k].job for k in row}) >= 2:
+            if len(row) >= 2 and len({jobs[k] for k in row}) >= 2:
                 rows.append(row)
     return _unique(rows)
 
