@@ -386,7 +386,7 @@ class JctModel:
     def _tile_state(self, menu: FootprintMenu, local: int
                     ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
         """For a tile whose own occupancy is ``local``: which of ``menu``'s footprints are free,
-        the free weight each one breaks, the tile's free weight, and each footprint's score
+        the free weight each free one breaks, the tile's free weight, and each footprint's score
         (-inf where busy; cached, shared by the graphs whose menus hold the same footprints)."""
         key = (menu.footprint_key, local)
         state = self._tile_states.get(key)
@@ -395,7 +395,7 @@ class JctModel:
             scorer = free_block_score(tile)
             weights = scorer.free_weights(local)
             free = (menu.masks & as_mask(local, tile)) == 0
-            broken = menu.broken(weights)
+            broken = menu.broken(weights, np.flatnonzero(free))
             score = np.where(free, np.round(-broken - WORKER_PENALTY * menu.workers, 9), -np.inf)
             state = (free, broken, float(weights.sum()), score)
             if len(self._tile_states) >= _TILE_STATE_CACHE_LIMIT:

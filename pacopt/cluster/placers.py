@@ -56,9 +56,6 @@ DEFAULT_PLACER = "first-fit"
 #: Weight of each block size's share of free blocks in a footprint's score: the large sizes,
 #: which the strict jobs need, first.
 WEIGHTS = {16: 8.0, 9: 4.0, 8: 4.0, 6: 2.0, 4: 1.0, 3: 0.5, 2: 0.25}
-#: Below this share of free blocks, :meth:`FootprintMenu.broken` reads only their columns (a
-#: column slice costs about as much as the full product at two thirds).
-SPARSE_COLUMNS_SHARE = 0.5
 #: Score taken off per worker of a footprint: between two footprints that leave the same free
 #: blocks, the smaller one.
 WORKER_PENALTY = 1e-6
@@ -300,27 +297,18 @@ class FootprintMenu:
         return cls(graph, spans, placements, masks, workers, scorer.hits(masks),
                    np.full(len(placements), np.nan))
 
-    @cached_property
-    def sparse_hits(self):
-        """:attr:`hits` as a sparse matrix: a footprint breaks a small share of a large
-        cluster's blocks, and the product is then several times faster."""
-        from scipy.sparse import csr_matrix
-
-        return csr_matrix(self.hits)
-
-    def broken(self, weights: np.ndarray) -> np.ndarray:
-        """``hits @ weights``: the weight of the blocks each footprint breaks. A busy tile has
-        few wholly free blocks (non-zero weights), and then only their columns are read."""
-        free = np.flatnonzero(weights)
-        if len(free) >= SPARSE_COLUMNS_SHARE * len(weights):
-            return self.sparse_hits @ weights
-        return self._hits_by_block[:, free] @ weights[free]
-
-    @cached_property
-    def _hits_by_block(self):
-        from scipy.sparse import csc_matrix
-
-        return csc_matrix(self.hits)
+    def broken(self, weights: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``hits @ weights`` for the footprints ``rows`` (0 for the others): the weight of the
+        free blocks each breaks. Only those rows and the columns of wholly free blocks
+        (non-zero weights) are read: in a busy tile both are few, and a product over the whole
+        matrix would also push everything else out of the CPU's caches."""
+        out = np.zeros(len(self.masks))
+        columns = np.flatnonzero(weights)
+        if len(rows) and len(columns):
+            part = (self.hits[np.ix_(rows, columns)] if isinstance(self.hits, np.ndarray)
+                    else self.hits[rows][:, columns])  # sparse beyond 64 servers
+            out[rows] = part @ weights[columns]
+        return out
 
     @cached_property
     def footprint_key(self) -> str:
