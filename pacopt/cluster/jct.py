@@ -299,7 +299,8 @@ class JctModel:
         menu = self.menu(table)
         locals_ = tiles.local_masks(occupied)
         states = [self._tile_state(menu, local) for local in locals_]
-        score = np.stack([state[3] for state in states])   # (tiles, footprints)
+        best = np.stack([state[4] for state in states])    # (tiles, menu degrees)
+        best_tile = best.argmax(axis=0)                     # ties: the first tile
         total = sum(state[2] for state in states)          # free weight of the whole cluster
         size = len(table.placed)
         placeable, workers, jct, free_blocks, masks, placements = _unplaced(size)
@@ -308,20 +309,24 @@ class JctModel:
             if not table.placed[d]:
                 continue
             counts = table.counts[d]
-            span = menu.spans.get(d, slice(0, 0))
-            here = score[:, span].ravel()  # tile-major: ties go to the first tile
-            i = int(here.argmax()) if len(here) else -1
-            if i >= 0 and here[i] > -np.inf:
+            j = menu.degree_index.get(d)
+            t = -1 if j is None else int(best_tile[j])
+            if t >= 0 and best[t, j] > -np.inf:
+                k = int(states[t][5][j])  # the tile's first footprint with the best score
                 timed = None
                 if not ddls:  # a translate times as its tile's original (a symmetry)
+                    span = menu.spans[d]
+                    width = span.stop - span.start
                     timed = np.tile(menu.jct(d, lambda p, c=counts: self._tile_jct(
                         graph, c, p)), tiles.num_tiles)
+                    i = t * width + k - span.start  # tile-major, as ``pick`` reads them
                     if placer != "best-fit" or (deadline_ms is not None
                                                 and timed[i] > deadline_ms):
+                        here = np.concatenate([state[3][span] for state in states])
                         free = np.concatenate([state[0][span] for state in states])
                         i = pick(placer, free, here, timed, deadline_ms)
-                t, row = divmod(i, span.stop - span.start)
-                k = span.start + row
+                        t, row = divmod(i, width)
+                        k = span.start + row
                 placement = self._translated(menu, k, t)
                 lost = states[t][1][k]  # the weight it breaks
                 jct[d] = table.jct_ms[d] if ddls else timed[i]
@@ -383,11 +388,12 @@ class JctModel:
             self._tile_placements[key] = placement
         return placement
 
-    def _tile_state(self, menu: FootprintMenu, local: int
-                    ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    def _tile_state(self, menu: FootprintMenu, local: int) -> tuple:
         """For a tile whose own occupancy is ``local``: which of ``menu``'s footprints are free,
-        the free weight each free one breaks, the tile's free weight, and each footprint's score
-        (-inf where busy; cached, shared by the graphs whose menus hold the same footprints)."""
+        the free weight each free one breaks, the tile's free weight, each footprint's score
+        (-inf where busy) and each degree's best score and first footprint holding it
+        (:meth:`FootprintMenu.best_per_degree`); cached, shared by the graphs whose menus
+        hold the same footprints."""
         key = (menu.footprint_key, local)
         state = self._tile_states.get(key)
         if state is None:
@@ -397,7 +403,7 @@ class JctModel:
             free = (menu.masks & as_mask(local, tile)) == 0
             broken = menu.broken(weights, np.flatnonzero(free))
             score = np.where(free, np.round(-broken - WORKER_PENALTY * menu.workers, 9), -np.inf)
-            state = (free, broken, float(weights.sum()), score)
+            state = (free, broken, float(weights.sum()), score, *menu.best_per_degree(score))
             if len(self._tile_states) >= _TILE_STATE_CACHE_LIMIT:
                 self._tile_states.clear()
             self._tile_states[key] = state

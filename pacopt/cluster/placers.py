@@ -312,11 +312,29 @@ class FootprintMenu:
 
     @cached_property
     def footprint_key(self) -> str:
-        """A digest of the footprints (their masks, in order): graphs whose menus hold the same
-        footprints (every graph whose ops are split one way besides 1) share their scores."""
+        """A digest of the footprints (their masks, in order) and of which degree holds which:
+        graphs whose menus are alike (every graph whose ops are split one way besides 1) share
+        their scores."""
         wide = self.masks.dtype == object  # Python integers: no fixed-width bytes
         raw = repr(self.masks.tolist()).encode() if wide else self.masks.tobytes()
-        return hashlib.blake2b(raw, digest_size=12).hexdigest()
+        layout = repr([(d, span.start, span.stop) for d, span in self.spans.items()]).encode()
+        return hashlib.blake2b(raw + layout, digest_size=12).hexdigest()
+
+    @cached_property
+    def degree_index(self) -> dict[int, int]:
+        """Each degree's position in :meth:`best_per_degree`'s arrays."""
+        return {d: j for j, d in enumerate(self.spans)}
+
+    def best_per_degree(self, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per degree (in :attr:`degree_index` order), the best of ``score`` over its footprints
+        and the first footprint holding it (-inf and -1 for a degree with none)."""
+        values = np.full(len(self.spans), -np.inf)
+        index = np.full(len(self.spans), -1)
+        for j, span in enumerate(self.spans.values()):
+            if span.stop > span.start:
+                index[j] = span.start + int(score[span].argmax())
+                values[j] = score[index[j]]
+        return values, index
 
     def jct(self, degree: int, timer) -> np.ndarray:
         """The JCTs of ``degree``'s footprints (``timer(placement)`` on first use)."""
