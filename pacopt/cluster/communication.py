@@ -32,10 +32,21 @@ def all_reduce_seconds(total_bytes: float, servers: set[int], cluster: RampClust
     """
     if len(servers) <= 1 or total_bytes <= 0:
         return 0.0
+    return spread_all_reduce_seconds(total_bytes, spread(servers, cluster), cluster, physical)
+
+
+def spread(servers: set[int], cluster: RampCluster) -> tuple[int, int, int]:
+    """How many distinct communication groups, racks and server slots ``servers`` span: all
+    that :func:`all_reduce_seconds` reads of them."""
     coords = [cluster.coords[s] for s in servers]
-    groups = len({c for c, _, _ in coords})
-    racks = len({r for _, r, _ in coords})
-    slots = len({s for _, _, s in coords})
+    return (len({c for c, _, _ in coords}), len({r for _, r, _ in coords}),
+            len({s for _, _, s in coords}))
+
+
+def spread_all_reduce_seconds(total_bytes: float, span: tuple[int, int, int],
+                              cluster: RampCluster, physical: bool) -> float:
+    """:func:`all_reduce_seconds` over servers of :func:`spread` ``span`` (two or more)."""
+    groups, racks, slots = span
     x = cluster.communication_groups
     rate = cluster.channel_bandwidth if physical else cluster.channel_bandwidth / x
     latency = cluster.propagation_latency + 2 * cluster.worker_io_latency

@@ -25,7 +25,11 @@ import heapq
 import math
 from dataclasses import dataclass
 
-from pacopt.cluster.communication import all_reduce_seconds, one_to_one_seconds
+from pacopt.cluster.communication import (
+    one_to_one_seconds,
+    spread,
+    spread_all_reduce_seconds,
+)
 from pacopt.cluster.partition import DATA, PartitionedJob
 from pacopt.cluster.placement import Placement
 from pacopt.cluster.settings import ModelSettings
@@ -47,17 +51,24 @@ def dependency_times(job: PartitionedJob, servers: list[int], cluster: RampClust
     scale = settings.comm_scale
     src, dst, size = job.dep_src, job.dep_dst, job.dep_size
     times = [0.0] * job.num_deps
-    collectives: dict[tuple, float] = {}  # (bytes, ends): a split op's groups often repeat
+    spans: dict[tuple[int, ...], tuple[int, int, int]] = {}  # the same servers recur
+    collectives: dict[tuple, float] = {}  # (bytes, span) -> ms
     for kind, deps in job.groups:
         if kind != "single":
             ends = sorted([servers[src[d]] for d in deps])
             if kind == "pair" or ends == sorted([servers[dst[d]] for d in deps]):
                 total = math.fsum([size[d] for d in deps])
-                key = (total, *ends)
-                t = collectives.get(key)
-                if t is None:
-                    t = collectives[key] = scale * all_reduce_seconds(total, set(ends), cluster,
-                                                                      physical)
+                key = tuple(ends)
+                span = spans.get(key)
+                if span is None:
+                    span = spans[key] = spread(set(ends), cluster)
+                if ends[0] == ends[-1] or total <= 0:  # one server: no collective
+                    t = 0.0
+                elif (total, span) in collectives:  # e.g. a split op's sync pairs
+                    t = collectives[total, span]
+                else:
+                    t = collectives[total, span] = scale * spread_all_reduce_seconds(
+                        total, span, cluster, physical)
                 for d in deps:
                     times[d] = t
                 continue
@@ -78,16 +89,18 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
     num_deps, num_subs = job.num_deps, job.num_sub_ops
 
     # Flows (cross-server, non-zero time) ranked: a higher rank wins its channel.
-    is_flow = [servers[src[d]] != servers[dst[d]] and job.dep_size[d] > 0 and dep_ms[d] > 0
-               for d in range(num_deps)]
+    sources = [servers[x] for x in src]
+    targets = [servers[x] for x in dst]
+    is_flow = [a != b and nbytes > 0 and ms > 0
+               for a, b, nbytes, ms in zip(sources, targets, job.dep_size, dep_ms)]
     negated = [-ms for ms in dep_ms]  # a stable sort keeps ties in dependency order
     flows = sorted([d for d in range(num_deps) if is_flow[d]], key=negated.__getitem__)
     rank = [0] * num_deps
     for r, d in enumerate(flows):
         rank[d] = r
     width = cluster.num_servers
-    channel_of = [servers[src[d]] * width + servers[dst[d]] if is_flow[d] else -1
-                  for d in range(num_deps)]
+    channel_of = [a * width + b if flow else -1
+                  for a, b, flow in zip(sources, targets, is_flow)]
 
     # Static op priority on a worker: smaller compute first, then later allocation first.
     bfs_pos = {k: i for i, k in enumerate(job.graph.topological_order)}
@@ -101,11 +114,12 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
         if kind[d] == DATA:
             pending[dst[d]] += 1
 
+    heappush, heappop = heapq.heappush, heapq.heappop
     rem = list(compute)
     queues: dict[int, list] = {}          # worker -> heap of ready sub-ops
     for s in range(num_subs):
         if pending[s] == 0:
-            heapq.heappush(queues.setdefault(servers[s], []), (compute[s], -alloc[s], s))
+            heappush(queues.setdefault(servers[s], []), (compute[s], -alloc[s], s))
 
     instant: list[int] = []               # ready dependencies that take no time
     finish = [0.0] * num_deps
@@ -116,26 +130,6 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
     t = 0.0
     exposed = 0.0
     remaining = num_subs + num_deps
-
-    def refresh_head(channel: int) -> None:
-        heap = channel_heap[channel]
-        while heap and done[heap[0][1]]:
-            heapq.heappop(heap)
-        if heap:
-            d = heap[0][1]
-            heapq.heappush(heads, (finish[d], channel, d))
-
-    def release(d: int) -> None:
-        if not is_flow[d]:
-            instant.append(d)
-            return
-        finish[d] = t + dep_ms[d]
-        heapq.heappush(in_flight, (finish[d], d))
-        channel = channel_of[d]
-        heap = channel_heap.setdefault(channel, [])
-        heapq.heappush(heap, (-rank[d], d))
-        if heap[0][1] == d:
-            heapq.heappush(heads, (finish[d], channel, d))
 
     while remaining:
         running = [(w, q[0][2]) for w, q in queues.items() if q]
@@ -148,7 +142,7 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
                 fin, channel, d = heads[0]
                 heap = channel_heap[channel]
                 if done[d] or heap[0][1] != d:
-                    heapq.heappop(heads)
+                    heappop(heads)
                     continue
                 comm_min = fin - t
                 break
@@ -163,7 +157,7 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
             r -= tick if tick < r else r
             rem[s] = r
             if r == 0.0:
-                heapq.heappop(queues[w])
+                heappop(queues[w])
                 finished_ops.append(s)
         if instant:
             finished_deps, instant = instant, []
@@ -171,7 +165,7 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
             finished_deps = []
             end = t + tick
             while in_flight and in_flight[0][0] <= end:
-                finished_deps.append(heapq.heappop(in_flight)[1])
+                finished_deps.append(heappop(in_flight)[1])
         t += tick
         remaining -= len(finished_ops) + len(finished_deps)
         touched = set()
@@ -179,16 +173,32 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
             done[d] = True
             if is_flow[d]:
                 touched.add(channel_of[d])
-        for channel in touched:
-            refresh_head(channel)
-        for s in finished_ops:
+        for channel in touched:  # its head: the first of its flows not done
+            heap = channel_heap[channel]
+            while heap and done[heap[0][1]]:
+                heappop(heap)
+            if heap:
+                d = heap[0][1]
+                heappush(heads, (finish[d], channel, d))
+        for s in finished_ops:  # release their dependencies
             for d in out[s]:
-                release(d)
+                if not is_flow[d]:
+                    instant.append(d)
+                    continue
+                fin = finish[d] = t + dep_ms[d]
+                heappush(in_flight, (fin, d))
+                channel = channel_of[d]
+                heap = channel_heap.get(channel)
+                if heap is None:
+                    heap = channel_heap[channel] = []
+                heappush(heap, (-rank[d], d))
+                if heap[0][1] == d:
+                    heappush(heads, (fin, channel, d))
         for d in finished_deps:
             if kind[d] == DATA:
                 child = dst[d]
                 pending[child] -= 1
                 if pending[child] == 0:
-                    heapq.heappush(queues.setdefault(servers[child], []),
+                    heappush(queues.setdefault(servers[child], []),
                                    (compute[child], -alloc[child], child))
     return StepTiming(step_ms=t, exposed_comm_ms=exposed)
