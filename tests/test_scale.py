@@ -15,8 +15,10 @@ from offline_cases import CNN, TINY
 
 from pacopt.cluster import placers
 from pacopt.cluster.instance import instance_from_dict
+from pacopt.cluster.jct import JctModel
 from pacopt.cluster.partition import op_counts
 from pacopt.cluster.placers import OutOfTime, check_explicit, footprints
+from pacopt.cluster.settings import ModelSettings
 from pacopt.cluster.tiles import tiling
 from pacopt.cluster.topology import RampCluster
 from pacopt.formulations import offline
@@ -91,6 +93,24 @@ def test_groups_and_racks_not_multiples_of_4_are_tiled_by_divisors(shape, tile, 
         seen |= whole
     assert seen == tiles.cluster.full_mask
     assert tiling(RampCluster(5, 5, 4)) is None  # 1x1x4 tiles: enumerated in full
+
+
+def test_a_footprint_straddling_tiles_of_more_than_64_servers_is_scored():
+    """On 8x4x8 the tiles are 4x4x8 (128 servers), whose hits are sparse: the weight a
+    first-fit footprint breaks across two tiles (best fit's fallback when no tile has a free
+    footprint) is the free blocks' it touches in each."""
+    cluster = RampCluster(8, 4, 8)
+    tiles = tiling(cluster)
+    assert tiles.tile.describe() == "4x4x8"
+    model = JctModel(cluster, ModelSettings(), persist=False)
+    block = next(b for b in cluster.blocks(2) if b.shape == (2, 1, 1) and b.origin[0] == 3)
+    parts = tiles.local_masks(block.mask)
+    assert sum(1 for part in parts if part) == 2  # one server in each of two tiles
+    scorer = placers.free_block_score(tiles.tile)
+    expected = sum(weight for part in parts if part
+                   for weight, mask in zip(scorer.weights, scorer.blocks) if int(mask) & part)
+    lost = model._tile_loss(block.mask, tiles.local_masks(0), {})
+    assert lost == pytest.approx(expected) and lost > 0
 
 
 def test_minimal_unions_match_the_pairwise_rule():

@@ -419,7 +419,9 @@ class JctModel:
             if part:
                 if t not in weights:
                     weights[t] = scorer.free_weights(locals_[t])
-                lost += float(scorer.hits(mask_array([part], tiles.tile))[0] @ weights[t])
+                hits = scorer.hits(mask_array([part], tiles.tile))
+                row = hits[0] if isinstance(hits, np.ndarray) else hits.toarray()[0]  # sparse
+                lost += float(row @ weights[t])  # beyond 64 servers a tile's hits are sparse
         return lost
 
     def _live_plan(self, table: JobTable) -> tuple[tuple[int, ...], tuple]:
