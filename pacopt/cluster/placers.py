@@ -56,6 +56,8 @@ DEFAULT_PLACER = "first-fit"
 #: Weight of each block size's share of free blocks in a footprint's score: the large sizes,
 #: which the strict jobs need, first.
 WEIGHTS = {16: 8.0, 9: 4.0, 8: 4.0, 6: 2.0, 4: 1.0, 3: 0.5, 2: 0.25}
+#: Mask words compared at once by :func:`_minimal` (about 32 MB).
+_MINIMAL_CHUNK = 2**22
 #: Score taken off per worker of a footprint: between two footprints that leave the same free
 #: blocks, the smaller one.
 WORKER_PENALTY = 1e-6
@@ -111,38 +113,36 @@ def footprints(counts: tuple[int, ...], cluster: RampCluster,
 def _minimal(items: list[tuple[dict, int]],
              deadline: float | None = None) -> list[tuple[dict, int]]:
     """Drop every entry whose mask strictly contains another entry's mask (:class:`OutOfTime`
-    past ``deadline``: quadratic in the entries)."""
+    past ``deadline``: quadratic in the entries), in order of size. One vectorised test per
+    size: a mask can only strictly contain masks with fewer bits, so each size is checked
+    against the smaller ones kept before it; masks wider than 64 bits are tested word by
+    word."""
     items.sort(key=lambda item: item[1].bit_count())
-    if items and items[-1][1].bit_length() <= 64:
-        return _minimal_narrow(items, deadline)
-    kept: list[tuple[dict, int]] = []
-    for n, item in enumerate(items):
-        if n % 256 == 0 and out_of_time(deadline):
-            raise OutOfTime(f"minimal unions at {n} of {len(items)}")
-        if not any(k[1] & ~item[1] == 0 and k[1] != item[1] for k in kept):
-            kept.append(item)
-    return kept
-
-
-def _minimal_narrow(items: list[tuple[dict, int]],
-                    deadline: float | None = None) -> list[tuple[dict, int]]:
-    """:func:`_minimal` of items sorted by size whose masks fit in 64 bits, one vectorised test
-    per size: a mask can only strictly contain masks with fewer bits, and the masks are
-    distinct, so each size is checked against the smaller ones kept before it."""
-    masks = np.asarray([mask for _, mask in items], dtype=np.uint64)
+    if not items:
+        return items
+    width = -(-max(max(mask.bit_length() for _, mask in items), 1) // 64)
+    if width == 1:
+        masks = np.asarray([mask for _, mask in items], dtype=np.uint64)[:, None]
+    else:
+        raw = b"".join(mask.to_bytes(8 * width, "little") for _, mask in items)
+        masks = np.frombuffer(raw, dtype="<u8").reshape(len(items), width)
     sizes = np.asarray([mask.bit_count() for _, mask in items])
     keep = np.zeros(len(items), dtype=bool)
     start = 0
     while start < len(items):
-        if out_of_time(deadline):
-            raise OutOfTime(f"minimal unions at {start} of {len(items)}")
         stop = int(np.searchsorted(sizes, sizes[start], side="right"))
-        group, smaller = masks[start:stop], masks[:start][keep[:start]]
-        if len(smaller):
-            contains = ((smaller[None, :] & ~group[:, None]) == 0).any(axis=1)
-            keep[start:stop] = ~contains
-        else:
-            keep[start:stop] = True
+        smaller = masks[:start][keep[:start]]
+        contains = np.zeros(stop - start, dtype=bool)
+        step = max(1, _MINIMAL_CHUNK // max(len(smaller) * width, 1))  # bounded memory
+        for first in range(start, stop, step) if len(smaller) else ():
+            if out_of_time(deadline):
+                raise OutOfTime(f"minimal unions at {first} of {len(items)}")
+            group = masks[first:min(first + step, stop)]
+            outside = smaller[None, :, 0] & ~group[:, None, 0]  # bits of a smaller one not in it
+            for w in range(1, width):
+                outside |= smaller[None, :, w] & ~group[:, None, w]
+            contains[first - start:first - start + len(group)] = (outside == 0).any(axis=1)
+        keep[start:stop] = ~contains
         start = stop
     return [item for item, kept in zip(items, keep) if kept]
 
@@ -299,15 +299,17 @@ class FootprintMenu:
 
     def broken(self, weights: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """``hits @ weights`` for the footprints ``rows`` (0 for the others): the weight of the
-        free blocks each breaks. Only those rows and the columns of wholly free blocks
+        free blocks each breaks. Only those rows and (dense) the columns of wholly free blocks
         (non-zero weights) are read: in a busy tile both are few, and a product over the whole
         matrix would also push everything else out of the CPU's caches."""
         out = np.zeros(len(self.masks))
         columns = np.flatnonzero(weights)
-        if len(rows) and len(columns):
-            part = (self.hits[np.ix_(rows, columns)] if isinstance(self.hits, np.ndarray)
-                    else self.hits[rows][:, columns])  # sparse beyond 64 servers
-            out[rows] = part @ weights[columns]
+        if not len(rows) or not len(columns):
+            return out
+        if isinstance(self.hits, np.ndarray):
+            out[rows] = self.hits[np.ix_(rows, columns)] @ weights[columns]
+        else:  # sparse beyond 64 servers: its rows hold only the blocks they break
+            out[rows] = self.hits[rows] @ weights
         return out
 
     @cached_property
