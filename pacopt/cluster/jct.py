@@ -34,7 +34,6 @@ from pacopt.cluster.placers import (
     FootprintMenu,
     as_mask,
     free_block_score,
-    mask_array,
     pick,
 )
 from pacopt.cluster.settings import ModelSettings
@@ -419,9 +418,7 @@ class JctModel:
             if part:
                 if t not in weights:
                     weights[t] = scorer.free_weights(locals_[t])
-                hits = scorer.hits(mask_array([part], tiles.tile))
-                row = hits[0] if isinstance(hits, np.ndarray) else hits.toarray()[0]  # sparse
-                lost += float(row @ weights[t])  # beyond 64 servers a tile's hits are sparse
+                lost += scorer.broken_by(part, weights[t])
         return lost
 
     def _live_plan(self, table: JobTable) -> tuple[tuple[int, ...], tuple]:

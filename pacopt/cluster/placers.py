@@ -36,7 +36,7 @@ import numpy as np
 
 from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.placement import Placement
-from pacopt.cluster.topology import Block, RampCluster
+from pacopt.cluster.topology import Block, RampCluster, servers_of
 from pacopt.infra.errors import InputError
 from pacopt.infra.interrupt import out_of_time
 
@@ -216,6 +216,14 @@ class FreeBlockScore:
         hits = (servers @ self._incidence).tocsr()
         hits.data[:] = 1.0
         return hits
+
+    def broken_by(self, mask: int, weights: np.ndarray) -> float:
+        """The weight (``weights``: per block, as :meth:`free_weights`) of the blocks ``mask``
+        shares a server with."""
+        if self.cluster.num_servers <= 64:
+            return float(self.hits(mask_array([mask], self.cluster))[0] @ weights)
+        touched = np.unique(self._incidence[list(servers_of(mask))].indices)  # the blocks hit
+        return float(weights[touched].sum())
 
     @cached_property
     def _incidence(self):
