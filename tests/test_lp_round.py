@@ -12,11 +12,13 @@ from pacopt.formulations.lp_round import (
     _preference,
     guarantee_scale,
     lp_round,
+    repair,
     round_once,
     solve_lp,
 )
 from pacopt.formulations.milp import solve_milp
 from pacopt.formulations.offline import to_solution
+from pacopt.infra.interrupt import request_stop, stoppable
 from pacopt.solvers.api import solve
 from pacopt.solvers.validate import find_problems
 
@@ -146,3 +148,22 @@ def test_a_stop_while_its_problem_is_built_returns_the_best_online_episode(probl
     assert solution.validated and solution.status == "feasible"
     assert "conflict rows" in solution.metrics["stopped"]
     assert solution.accepted <= solution.bound_accepted
+
+
+def test_a_stop_ends_the_re_placement_between_jobs(problems):
+    """Ctrl-C while lp-round re-places (it walks every job left out, again while it gains):
+    it returns at once with the choice it holds, the board still holding exactly that."""
+    problem = problems["random-8"]
+    point = solve_lp(problem.options, problem.by_job, problem.rows)
+    columns = _Columns.of(problem.options, wide=False)
+    by_job = {j: _preference(ks, point.x, columns) for j, ks in enumerate(problem.by_job) if ks}
+    board = Board(False)
+    chosen = round_once(by_job, point.x, columns, board, 0.05, np.random.default_rng(0),
+                        replace=False)
+    assert len(chosen) < len(by_job)  # someone is left out: there is work to stop
+    before, taken = dict(chosen), dict(board.taken)
+    with stoppable():
+        request_stop()
+        assert repair(by_job, columns, board, chosen) == 0
+    assert chosen == before and board.taken == taken
+    assert repair(by_job, columns, board, chosen) >= 0  # not stopped: it runs

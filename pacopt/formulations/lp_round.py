@@ -272,11 +272,14 @@ def repair(by_job: dict[int, np.ndarray], columns: _Columns, board: Board,
            chosen: dict[int, int]) -> int:
     """Re-place to make room: each job left out (arrival order) tries its options (preference
     order) that meet exactly one job of ``chosen``; it is accepted when that job can move to
-    another option beside it. Repeats while it gains; returns the jobs gained."""
+    another option beside it. Repeats while it gains; returns the jobs gained. A stop request
+    (Ctrl-C) ends it between jobs, the choice consistent with the board."""
     gained, improved = 0, True
     while improved:
         improved = False
         for j, ks in sorted(by_job.items()):
+            if stop_requested():
+                return gained
             if j in chosen:
                 continue
             count, blocker = board.blockers(columns.start[ks[0]], columns.end[ks], columns.mask[ks])
