@@ -23,6 +23,7 @@ Preset semantics for the JCT of a placed job:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -118,6 +119,16 @@ class LiveOptions:
     free_blocks: np.ndarray | None = None
 
 
+class TileState(NamedTuple):
+    """What :meth:`JctModel._tile_state` keeps of one tile's occupancy for one menu."""
+
+    free: np.ndarray     # per footprint: wholly free in the tile
+    broken: np.ndarray   # per free footprint: the free weight it breaks (0 for the others)
+    weight: float        # the tile's free weight
+    score: np.ndarray    # per footprint: best fit's score (-inf where busy)
+    best: np.ndarray     # per degree: the best score (FootprintMenu.best_per_degree)
+    best_at: np.ndarray  # per degree: the first footprint holding it (-1: none)
+
 
 def _unplaced(size: int) -> tuple:
     """The per-degree arrays of a :class:`LiveOptions` before any degree is placed: placeable,
@@ -141,7 +152,7 @@ class JctModel:
         self._timings: dict[tuple, dict[str, StepTiming]] = {}  # per graph file -> key -> timing
         self._tables: dict[str, JobTable] = {}
         self._menus: dict[str, FootprintMenu] = {}
-        self._tile_states: dict[tuple, tuple] = {}
+        self._tile_states: dict[tuple, TileState] = {}
         self._tile_placements: dict[tuple, Placement] = {}
         self._chosen_placements: dict[tuple, Placement] = {}
 
@@ -298,9 +309,9 @@ class JctModel:
         menu = self.menu(table)
         locals_ = tiles.local_masks(occupied)
         states = [self._tile_state(menu, local) for local in locals_]
-        best = np.stack([state[4] for state in states])    # (tiles, menu degrees)
+        best = np.stack([state.best for state in states])    # (tiles, menu degrees)
         best_tile = best.argmax(axis=0)                     # ties: the first tile
-        total = sum(state[2] for state in states)          # free weight of the whole cluster
+        total = sum(state.weight for state in states)          # free weight of the whole cluster
         size = len(table.placed)
         placeable, workers, jct, free_blocks, masks, placements = _unplaced(size)
         tile_weights: dict[int, np.ndarray] = {}  # free weights of the tiles first fit uses
@@ -311,7 +322,7 @@ class JctModel:
             j = menu.degree_index.get(d)
             t = -1 if j is None else int(best_tile[j])
             if t >= 0 and best[t, j] > -np.inf:
-                k = int(states[t][5][j])  # the tile's first footprint with the best score
+                k = int(states[t].best_at[j])  # the tile's first footprint with the best score
                 timed = None
                 if not ddls:  # a translate times as its tile's original (a symmetry)
                     span = menu.spans[d]
@@ -321,13 +332,13 @@ class JctModel:
                     i = t * width + k - span.start  # tile-major, as ``pick`` reads them
                     if placer != "best-fit" or (deadline_ms is not None
                                                 and timed[i] > deadline_ms):
-                        here = np.concatenate([state[3][span] for state in states])
-                        free = np.concatenate([state[0][span] for state in states])
+                        here = np.concatenate([state.score[span] for state in states])
+                        free = np.concatenate([state.free[span] for state in states])
                         i = pick(placer, free, here, timed, deadline_ms)
                         t, row = divmod(i, width)
                         k = span.start + row
                 placement = self._translated(menu, k, t)
-                lost = states[t][1][k]  # the weight it breaks
+                lost = states[t].broken[k]  # the weight it breaks
                 jct[d] = table.jct_ms[d] if ddls else timed[i]
             else:  # no footprint free inside a tile (or none exists there): first-fit's
                 found = self._first_fit(table, d, occupied)
@@ -387,7 +398,7 @@ class JctModel:
             self._tile_placements[key] = placement
         return placement
 
-    def _tile_state(self, menu: FootprintMenu, local: int) -> tuple:
+    def _tile_state(self, menu: FootprintMenu, local: int) -> TileState:
         """For a tile whose own occupancy is ``local``: which of ``menu``'s footprints are free,
         the free weight each free one breaks, the tile's free weight, each footprint's score
         (-inf where busy) and each degree's best score and first footprint holding it
@@ -402,7 +413,8 @@ class JctModel:
             free = (menu.masks & as_mask(local, tile)) == 0
             broken = menu.broken(weights, np.flatnonzero(free))
             score = np.where(free, np.round(-broken - WORKER_PENALTY * menu.workers, 9), -np.inf)
-            state = (free, broken, float(weights.sum()), score, *menu.best_per_degree(score))
+            state = TileState(free, broken, float(weights.sum()), score,
+                              *menu.best_per_degree(score))
             if len(self._tile_states) >= _TILE_STATE_CACHE_LIMIT:
                 self._tile_states.clear()
             self._tile_states[key] = state

@@ -205,12 +205,9 @@ class FreeBlockScore:
 
         rows, cols = [], []
         for i, mask in enumerate(masks):
-            mask = int(mask)
-            while mask:
-                low = mask & -mask
-                rows.append(i)
-                cols.append(low.bit_length() - 1)
-                mask ^= low
+            held = servers_of(int(mask))
+            rows += [i] * len(held)
+            cols += held
         servers = csr_matrix((np.ones(len(rows)), (rows, cols)),
                              shape=(len(masks), self.cluster.num_servers))
         hits = (servers @ self._incidence).tocsr()
@@ -232,12 +229,9 @@ class FreeBlockScore:
 
         rows, cols = [], []
         for b, mask in enumerate(self.blocks):
-            mask = int(mask)
-            while mask:
-                low = mask & -mask
-                rows.append(low.bit_length() - 1)
-                cols.append(b)
-                mask ^= low
+            held = servers_of(int(mask))
+            rows += held
+            cols += [b] * len(held)
         return csr_matrix((np.ones(len(rows)), (rows, cols)),
                           shape=(self.cluster.num_servers, len(self.blocks)))
 
