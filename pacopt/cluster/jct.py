@@ -309,9 +309,9 @@ class JctModel:
         menu = self.menu(table)
         locals_ = tiles.local_masks(occupied)
         states = [self._tile_state(menu, local) for local in locals_]
-        best = np.stack([state.best for state in states])    # (tiles, menu degrees)
-        best_tile = best.argmax(axis=0)                     # ties: the first tile
-        total = sum(state.weight for state in states)          # free weight of the whole cluster
+        best = np.stack([state.best for state in states])  # (tiles, menu degrees)
+        best_tile = best.argmax(axis=0)                    # ties: the first tile
+        total = sum(state.weight for state in states)      # free weight of the whole cluster
         size = len(table.placed)
         placeable, workers, jct, free_blocks, masks, placements = _unplaced(size)
         tile_weights: dict[int, np.ndarray] = {}  # free weights of the tiles first fit uses

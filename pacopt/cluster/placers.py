@@ -36,7 +36,7 @@ import numpy as np
 
 from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.placement import Placement
-from pacopt.cluster.topology import Block, RampCluster, servers_of
+from pacopt.cluster.topology import Block, RampCluster, mask_words, servers_of
 from pacopt.infra.errors import InputError
 from pacopt.infra.interrupt import out_of_time
 
@@ -121,11 +121,7 @@ def _minimal(items: list[tuple[dict, int]],
     if not items:
         return items
     width = -(-max(max(mask.bit_length() for _, mask in items), 1) // 64)
-    if width == 1:
-        masks = np.asarray([mask for _, mask in items], dtype=np.uint64)[:, None]
-    else:
-        raw = b"".join(mask.to_bytes(8 * width, "little") for _, mask in items)
-        masks = np.frombuffer(raw, dtype="<u8").reshape(len(items), width)
+    masks = mask_words([mask for _, mask in items], width)
     sizes = np.asarray([mask.bit_count() for _, mask in items])
     keep = np.zeros(len(items), dtype=bool)
     start = 0

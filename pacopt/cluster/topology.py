@@ -283,6 +283,13 @@ def servers_of(mask: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+def mask_words(masks, width: int) -> np.ndarray:
+    """``masks`` (Python integers) as a ``(len(masks), width)`` array of little-endian 64-bit
+    words: numpy ands and compares masks wider than 64 bits word by word."""
+    raw = b"".join(mask.to_bytes(8 * width, "little") for mask in masks)
+    return np.frombuffer(raw, dtype="<u8").reshape(len(masks), width)
+
+
 def _parse_label(label: str) -> tuple | None:
     """The (origin, shape) a block label names (:attr:`Block.label`); None if it names none."""
     if not isinstance(label, str):

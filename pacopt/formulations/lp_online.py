@@ -38,7 +38,7 @@ import numpy as np
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.policies import Decision
 from pacopt.cluster.state import EPS_MS
-from pacopt.cluster.topology import servers_of
+from pacopt.cluster.topology import mask_words, servers_of
 from pacopt.formulations.lp_round import EPS_COST, solve_packing_lp
 from pacopt.formulations.offline import conflict_rows_of, pattern_options
 from pacopt.infra.errors import InputError
@@ -147,7 +147,7 @@ class LpOnline:
                 # a running job conflicts while it runs past the start (tolerance as the rows')
                 at = int(np.searchsorted(end_ms, start + EPS_MS, side="right"))
                 if at not in busy_words:
-                    busy_words[at] = _words(busy_after[at], menu.words.shape[1])
+                    busy_words[at] = mask_words([busy_after[at]], menu.words.shape[1])[0]
                 keep = keep[~(menu.words[keep] & busy_words[at]).any(1)]
                 if len(keep):
                     out.append(_Columns(job=np.full(len(keep), 1 + s * self.lookahead + i),
@@ -170,8 +170,7 @@ class LpOnline:
                 degrees=np.array([c[0] for c in columns], dtype=np.int64),
                 jct_ms=np.array([c[2] for c in columns], dtype=float),
                 servers=[c[1].workers() for c in columns],
-                words=np.stack([_words(c[1].mask, width) for c in columns])
-                if columns else np.zeros((0, width), np.uint64))
+                words=mask_words([c[1].mask for c in columns], width))
         return self.menus[graph.name]
 
     # ----- rows and costs -------------------------------------------------------------------------
@@ -226,11 +225,6 @@ class _FutureMenu:
     jct_ms: np.ndarray
     servers: list[tuple[int, ...]]
     words: np.ndarray  # each footprint's bitmask as 64-bit words (numpy ands them at once)
-
-
-def _words(mask: int, count: int) -> np.ndarray:
-    """``mask`` as ``count`` little-endian 64-bit words."""
-    return np.frombuffer(mask.to_bytes(8 * count, "little"), dtype="<u8")
 
 
 def _split_off(size: int, arriving: list[int], rows: list[list[int]],
