@@ -125,6 +125,25 @@ def test_partitioned_alexnet_sizes(pipedream_dir):
         assert math.isclose(sum(job.sub_compute), graph.step_ms)
 
 
+@pytest.mark.parametrize("name", PAPER_GRAPHS)
+def test_partition_fills_what_the_simulation_reads_as_a_rebuilt_job_derives_it(pipedream_dir,
+                                                                                name):
+    """``partition`` knows each sub-op's leaving dependencies, in-degrees and group totals and
+    ends from the structure it builds; the same job rebuilt field by field derives them from its
+    dependencies, and both must agree (as multisets for the ends)."""
+    graph = read_pipedream(pipedream_dir / f"{name}.txt")
+    for p in (1, 2, 3, 6, 16, 32):
+        built = partition(graph, op_counts(graph, p, 0.01))
+        rebuilt = dataclasses.replace(built)
+        assert "leaving" not in rebuilt.__dict__
+        assert built.leaving == rebuilt.leaving
+        assert built.data_in_degree == rebuilt.data_in_degree
+        assert [x.hex() for x in built.group_bytes] == [x.hex() for x in rebuilt.group_bytes]
+        assert [e and [dict(side) for side in e] for e in built.group_ends] == [
+            e and [dict(side) for side in e] for e in rebuilt.group_ends]
+        assert any(e is not None for e in built.group_ends) == (p > 1)
+
+
 def test_partition_counts_follow_the_quantum_rule(pipedream_dir):
     graph = read_pipedream(pipedream_dir / "alexnet.txt")
     zero = {"node15", "node16", "node17", "node20"}

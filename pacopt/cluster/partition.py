@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from collections import Counter
+from itertools import chain
+from functools import cached_property, lru_cache
 
 from pacopt.cluster.graph import JobGraph
 
@@ -74,6 +76,39 @@ class PartitionedJob:
     def num_deps(self) -> int:
         return len(self.dep_src)
 
+    # What the step simulation reads besides the fields. :func:`partition` fills them from the
+    # structure it builds; a job made otherwise (``dataclasses.replace``) derives them here.
+    @cached_property
+    def leaving(self) -> tuple[tuple[int, ...], ...]:
+        """The dependencies leaving each sub-op, ascending."""
+        out: list[list[int]] = [[] for _ in range(self.num_sub_ops)]
+        for d, s in enumerate(self.dep_src):
+            out[s].append(d)
+        return tuple(map(tuple, out))
+
+    @cached_property
+    def data_in_degree(self) -> tuple[int, ...]:
+        """How many data dependencies each sub-op waits for."""
+        waits = [0] * self.num_sub_ops
+        for k, t in zip(self.dep_kind, self.dep_dst):
+            if k == DATA:
+                waits[t] += 1
+        return tuple(waits)
+
+    @cached_property
+    def group_bytes(self) -> tuple[float, ...]:
+        """The bytes each of :attr:`groups` carries in total."""
+        return tuple(math.fsum([self.dep_size[d] for d in deps]) for _, deps in self.groups)
+
+    @cached_property
+    def group_ends(self) -> tuple[tuple[tuple[tuple[int, int], ...], ...] | None, ...]:
+        """Each fanout group's source and destination sub-ops with their multiplicities (None
+        for the other groups): its servers, without walking its p_u x p_v sub-edges."""
+        return tuple(None if kind != "fanout" else
+                     tuple(tuple(Counter(ends[d] for d in deps).items())
+                           for ends in (self.dep_src, self.dep_dst))
+                     for kind, deps in self.groups)
+
 
 @lru_cache(maxsize=256)
 def partition(graph: JobGraph, counts: tuple[int, ...]) -> PartitionedJob:
@@ -87,55 +122,84 @@ def partition(graph: JobGraph, counts: tuple[int, ...]) -> PartitionedJob:
         op = graph.ops[o % n]
         cost = (op.forward_ms if o < n else op.backward_ms) / p_of[o]
         offsets.append(len(sub_compute))
-        for j in range(p_of[o]):
-            sub_compute.append(cost)
-            sub_op.append(o)
-            sub_slot.append(j)
+        sub_compute += [cost] * p_of[o]
+        sub_op += [o] * p_of[o]
+        sub_slot += range(p_of[o])
 
     src: list[int] = []
     dst: list[int] = []
     kind: list[int] = []
     size: list[float] = []
+    leaving: list[list[int]] = [[] for _ in sub_compute]
+    waits = [0] * len(sub_compute)
 
-    def connect(a: int, b: int, nbytes: float) -> tuple[int, ...]:
-        """All-to-all sub-edges between job ops a and b carrying nbytes in total."""
-        first = len(src)
-        each = nbytes / (p_of[a] * p_of[b])
-        for i in range(p_of[a]):
-            for j in range(p_of[b]):
-                src.append(offsets[a] + i)
-                dst.append(offsets[b] + j)
-                kind.append(DATA)
-                size.append(each)
-        return tuple(range(first, len(src)))
+    def connect(a: int, b: int, nbytes: float) -> tuple[range, dict, dict]:
+        """All-to-all sub-edges between job ops a and b carrying nbytes in total: the new
+        dependencies, and their source and destination sub-ops with multiplicities."""
+        first, pa, pb = len(src), p_of[a], p_of[b]
+        targets = list(range(offsets[b], offsets[b] + pb))
+        for i in range(pa):
+            src.extend([offsets[a] + i] * pb)
+            dst.extend(targets)
+            leaving[offsets[a] + i].extend(range(first + i * pb, first + (i + 1) * pb))
+        for j in targets:
+            waits[j] += pa
+        kind.extend([DATA] * (pa * pb))
+        size.extend([nbytes / (pa * pb)] * (pa * pb))
+        return (range(first, len(src)), {offsets[a] + i: pb for i in range(pa)},
+                dict.fromkeys(targets, pa))
 
-    out_edges: list[list[int]] = [[] for _ in range(n)]  # forward sub-edges leaving op k
-    grad_in: list[list[int]] = [[] for _ in range(n)]    # gradient sub-edges entering b(k)
+    out_edges: list[list] = [[] for _ in range(n)]  # forward sub-edges leaving op k
+    grad_in: list[list] = [[] for _ in range(n)]    # gradient sub-edges entering b(k)
     for u, v in graph.deps:
-        out_edges[u] += connect(u, v, graph.ops[u].activation_bytes)
+        out_edges[u].append(connect(u, v, graph.ops[u].activation_bytes))
     for u, v in graph.deps:
-        grad_in[u] += connect(n + v, n + u, graph.ops[u].activation_bytes)
+        grad_in[u].append(connect(n + v, n + u, graph.ops[u].activation_bytes))
     join = connect(graph.join, n + graph.join, graph.ops[graph.join].activation_bytes)
-    out_edges[graph.join] += join
-    grad_in[graph.join] += join
+    out_edges[graph.join].append(join)
+    grad_in[graph.join].append(join)
 
     groups: list[tuple[str, tuple[int, ...]]] = []
+    ends: list = []
+    totals: list[float] = []
     for k in range(n):
-        for edges in (out_edges[k], grad_in[k]):
-            if edges:
-                groups.append(("fanout" if counts[k] > 1 else "single", tuple(edges)))
+        for links in (out_edges[k], grad_in[k]):
+            if links:
+                groups.append(("fanout" if counts[k] > 1 else "single",
+                               tuple(chain.from_iterable(deps for deps, _, _ in links))))
+                ends.append(None if counts[k] == 1 else
+                            tuple(tuple(_merged([link[side] for link in links]).items())
+                                  for side in (1, 2)))
+                totals.append(math.fsum(chain.from_iterable(
+                    size[deps.start:deps.stop] for deps, _, _ in links)))
         shard = graph.ops[k].parameter_bytes / counts[k]
         if counts[k] > 1 and shard > 0:
-            b0 = offsets[n + k]
-            for i in range(counts[k]):
-                for j in range(i + 1, counts[k]):
-                    first = len(src)
-                    src.extend((b0 + i, b0 + j))
-                    dst.extend((b0 + j, b0 + i))
-                    kind.extend((SYNC, SYNC))
-                    size.extend((shard, shard))
-                    groups.append(("pair", (first, first + 1)))
-    return PartitionedJob(graph=graph, counts=tuple(counts), offsets=tuple(offsets),
-                          sub_compute=tuple(sub_compute), sub_op=tuple(sub_op),
-                          sub_slot=tuple(sub_slot), dep_src=tuple(src), dep_dst=tuple(dst),
-                          dep_kind=tuple(kind), dep_size=tuple(size), groups=tuple(groups))
+            b0, first = offsets[n + k], len(src)
+            pairs = [(b0 + i, b0 + j) for i in range(counts[k]) for j in range(i + 1, counts[k])]
+            src.extend([x for pair in pairs for x in pair])
+            dst.extend([x for a, b in pairs for x in (b, a)])
+            kind.extend([SYNC] * (2 * len(pairs)))
+            size.extend([shard] * (2 * len(pairs)))
+            for q, (a, b) in enumerate(pairs):
+                leaving[a].append(first + 2 * q)
+                leaving[b].append(first + 2 * q + 1)
+            groups += [("pair", (d, d + 1)) for d in range(first, len(src), 2)]
+            ends += [None] * len(pairs)
+            totals += [2 * shard] * len(pairs)  # the fsum of two equal sizes
+    job = PartitionedJob(graph=graph, counts=tuple(counts), offsets=tuple(offsets),
+                         sub_compute=tuple(sub_compute), sub_op=tuple(sub_op),
+                         sub_slot=tuple(sub_slot), dep_src=tuple(src), dep_dst=tuple(dst),
+                         dep_kind=tuple(kind), dep_size=tuple(size), groups=tuple(groups))
+    job.__dict__.update(  # the cached properties, known here without walking every dependency
+        leaving=tuple(map(tuple, leaving)), data_in_degree=tuple(waits), group_ends=tuple(ends),
+        group_bytes=tuple(totals))
+    return job
+
+
+def _merged(counts: list[dict[int, int]]) -> dict[int, int]:
+    """Multiplicities summed over ``counts``."""
+    out: dict[int, int] = {}
+    for count in counts:
+        for key, m in count.items():
+            out[key] = out.get(key, 0) + m
+    return out

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 
 from pacopt.cluster.communication import (
@@ -53,29 +54,50 @@ def dependency_times(job: PartitionedJob, servers: list[int], cluster: RampClust
     times = [0.0] * job.num_deps
     spans: dict[tuple[int, ...], tuple[int, int, int]] = {}  # the same servers recur
     collectives: dict[tuple, float] = {}  # (bytes, span) -> ms
-    for kind, deps in job.groups:
-        if kind != "single":
-            ends = sorted([servers[src[d]] for d in deps])
-            if kind == "pair" or ends == sorted([servers[dst[d]] for d in deps]):
-                total = math.fsum([size[d] for d in deps])
-                key = tuple(ends)
-                span = spans.get(key)
-                if span is None:
-                    span = spans[key] = spread(set(ends), cluster)
-                if ends[0] == ends[-1] or total <= 0:  # one server: no collective
-                    t = 0.0
-                elif (total, span) in collectives:  # e.g. a split op's sync pairs
-                    t = collectives[total, span]
-                else:
-                    t = collectives[total, span] = scale * spread_all_reduce_seconds(
-                        total, span, cluster, physical)
-                for d in deps:
-                    times[d] = t
-                continue
+    singles: dict[float, float] = {}  # bytes -> ms of a one-to-one transfer
+    for (kind, deps), total, ends in zip(job.groups, job.group_bytes, job.group_ends):
+        if kind == "pair":
+            a, b = servers[src[deps[0]]], servers[src[deps[1]]]
+            key = (a,) if a == b else (a, b) if a < b else (b, a)
+        elif kind == "fanout":
+            sources = _servers_counted(ends[0], servers)
+            if sources != _servers_counted(ends[1], servers):
+                key = None  # not the same servers both ways: one-to-one transfers
+            else:
+                key = tuple(sorted(sources))
+        else:
+            key = None
+        if key is not None:
+            span = spans.get(key)
+            if span is None:
+                span = spans[key] = spread(set(key), cluster)
+            if len(key) == 1 or total <= 0:  # one server: no collective
+                t = 0.0
+            elif (total, span) in collectives:  # e.g. a split op's sync pairs
+                t = collectives[total, span]
+            else:
+                t = collectives[total, span] = scale * spread_all_reduce_seconds(
+                    total, span, cluster, physical)
+            for d in deps:
+                times[d] = t
+            continue
         for d in deps:
             if servers[src[d]] != servers[dst[d]]:
-                times[d] = scale * one_to_one_seconds(size[d], cluster)
+                nbytes = size[d]
+                t = singles.get(nbytes)
+                if t is None:
+                    t = singles[nbytes] = scale * one_to_one_seconds(nbytes, cluster)
+                times[d] = t
     return times
+
+
+def _servers_counted(subs: tuple[tuple[int, int], ...], servers: list[int]) -> dict[int, int]:
+    """The servers of sub-ops given with multiplicities, with theirs summed."""
+    out: dict[int, int] = {}
+    for sub, m in subs:
+        server = servers[sub]
+        out[server] = out.get(server, 0) + m
+    return out
 
 
 def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluster,
@@ -88,31 +110,20 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
     src, dst, kind = job.dep_src, job.dep_dst, job.dep_kind
     num_deps, num_subs = job.num_deps, job.num_sub_ops
 
-    # Flows (cross-server, non-zero time) ranked: a higher rank wins its channel.
-    sources = [servers[x] for x in src]
-    targets = [servers[x] for x in dst]
-    is_flow = [a != b and nbytes > 0 and ms > 0
-               for a, b, nbytes, ms in zip(sources, targets, job.dep_size, dep_ms)]
-    negated = [-ms for ms in dep_ms]  # a stable sort keeps ties in dependency order
-    flows = sorted([d for d in range(num_deps) if is_flow[d]], key=negated.__getitem__)
-    rank = [0] * num_deps
-    for r, d in enumerate(flows):
-        rank[d] = r
+    # Flows (cross-server, non-zero time) by channel (source * width + target server); -1 for
+    # the other dependencies.
     width = cluster.num_servers
-    channel_of = [a * width + b if flow else -1
-                  for a, b, flow in zip(sources, targets, is_flow)]
+    channel_of = [x * width + y
+                  if ms > 0 and nbytes > 0 and (x := servers[a]) != (y := servers[b]) else -1
+                  for a, b, nbytes, ms in zip(src, dst, job.dep_size, dep_ms)]
 
     # Static op priority on a worker: smaller compute first, then later allocation first.
     bfs_pos = {k: i for i, k in enumerate(job.graph.topological_order)}
     alloc = [2 * bfs_pos[o % n] + (o >= n) for o in job.sub_op]
     compute = job.sub_compute
 
-    out: list[list[int]] = [[] for _ in range(num_subs)]
-    pending = [0] * num_subs
-    for d in range(num_deps):
-        out[src[d]].append(d)
-        if kind[d] == DATA:
-            pending[dst[d]] += 1
+    out = job.leaving
+    pending = list(job.data_in_degree)
 
     heappush, heappop = heapq.heappush, heapq.heappop
     rem = list(compute)
@@ -122,11 +133,23 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
             heappush(queues.setdefault(servers[s], []), (compute[s], -alloc[s], s))
 
     instant: list[int] = []               # ready dependencies that take no time
-    finish = [0.0] * num_deps
     done = [False] * num_deps
-    in_flight: list = []                  # heap (finish, dep) of ready flows
-    channel_heap: dict[int, list] = {}    # channel -> heap (-rank, dep) of its ready flows
-    heads: list = []                      # heap (finish, channel, dep) of channel heads (lazy)
+    in_flight: list = []                  # heap of the finish times of ready flows
+    due: dict[float, list[int]] = {}      # finish time -> the flows finishing then
+    # channel -> heap (ms, -dep) of its ready flows: the first wins (ties: the later dependency);
+    # finished flows leave it lazily, when they reach its top
+    channel_heap: defaultdict[int, list] = defaultdict(list)
+    # (ms, -dep) as one int, cheaper to compare and to keep than a tuple
+    order = {ms: r for r, ms in enumerate(sorted(set(dep_ms)))}
+    key = [order[ms] * num_deps - d for d, ms in enumerate(dep_ms)]
+
+    def leads(d: int) -> bool:
+        """Whether flow ``d`` (ready, not done) is the highest-priority flow of its channel."""
+        heap = channel_heap[channel_of[d]]
+        while done[-heap[0] % num_deps]:
+            heappop(heap)
+        return heap[0] == key[d]
+
     t = 0.0
     exposed = 0.0
     remaining = num_subs + num_deps
@@ -137,15 +160,13 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
         if instant:
             tick = 0.0
         else:
+            # the first finish of a channel's leading flow: nearly always the first finish of all
             comm_min = math.inf
-            while heads:
-                fin, channel, d = heads[0]
-                heap = channel_heap[channel]
-                if done[d] or heap[0][1] != d:
-                    heappop(heads)
-                    continue
+            if in_flight:
+                fin = in_flight[0]
+                if not any(map(leads, due[fin])):
+                    fin = next(f for f in sorted(in_flight) if any(map(leads, due[f])))
                 comm_min = fin - t
-                break
             tick = min(op_min, comm_min)
             if tick == math.inf:
                 raise RuntimeError(f"step simulation of '{job.graph.name}' is stuck at t={t}")
@@ -164,37 +185,28 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
         else:
             finished_deps = []
             end = t + tick
-            while in_flight and in_flight[0][0] <= end:
-                finished_deps.append(heappop(in_flight)[1])
+            while in_flight and in_flight[0] <= end:  # their order within a tick is immaterial
+                finished_deps += due.pop(heappop(in_flight))
         t += tick
         remaining -= len(finished_ops) + len(finished_deps)
-        touched = set()
-        for d in finished_deps:
-            done[d] = True
-            if is_flow[d]:
-                touched.add(channel_of[d])
-        for channel in touched:  # its head: the first of its flows not done
-            heap = channel_heap[channel]
-            while heap and done[heap[0][1]]:
-                heappop(heap)
-            if heap:
-                d = heap[0][1]
-                heappush(heads, (finish[d], channel, d))
+        last = None
         for s in finished_ops:  # release their dependencies
             for d in out[s]:
-                if not is_flow[d]:
+                channel = channel_of[d]
+                if channel < 0:
                     instant.append(d)
                     continue
-                fin = finish[d] = t + dep_ms[d]
-                heappush(in_flight, (fin, d))
-                channel = channel_of[d]
-                heap = channel_heap.get(channel)
-                if heap is None:
-                    heap = channel_heap[channel] = []
-                heappush(heap, (-rank[d], d))
-                if heap[0][1] == d:
-                    heappush(heads, (fin, channel, d))
+                fin = t + dep_ms[d]
+                if fin != last:  # a sub-op's flows mostly take the same time
+                    together = due.get(fin)
+                    if together is None:
+                        together = due[fin] = []
+                        heappush(in_flight, fin)
+                    last = fin
+                together.append(d)
+                heappush(channel_heap[channel], key[d])
         for d in finished_deps:
+            done[d] = True
             if kind[d] == DATA:
                 child = dst[d]
                 pending[child] -= 1
