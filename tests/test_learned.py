@@ -11,12 +11,20 @@ import numpy as np
 import pandas as pd
 import pytest
 from gymnasium.utils.env_checker import check_env
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sb3_contrib import MaskablePPO
 
 from pacopt.infra.errors import InputError
 from pacopt.learned.agent import LearnedPolicy, load_checkpoint
 from pacopt.learned.env import PartitionEnv, WorkloadFamily
-from pacopt.learned.features import MAX_NODES, encode_graph
+from pacopt.learned.features import (
+    _BETA_EDGES,
+    BETA_BINS,
+    MAX_NODES,
+    _histogram,
+    encode_graph,
+)
 from pacopt.learned.gnn import DegreePolicy, greedy_degree
 from pacopt.learned.train import play
 from pacopt.solvers.api import solve
@@ -397,3 +405,14 @@ def test_a_short_policy_iteration_run_improves_on_its_starting_policy(pipedream_
     start = np.mean([simulate(env.family.instance("A", s), make_policy("para-max"),
                               seed=0).blocking_rate for s in config.validation_seeds])
     assert len(scores) == 2 and min(scores) < min(start, untrained)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(BETA_BINS), st.floats(-0.5, 1.5)), min_size=1,
+                max_size=100))
+def test_the_beta_history_counts_as_numpy_histogram_does(betas):
+    """The observation's beta histogram is numpy's, edges and values outside included."""
+    values = np.asarray(betas)
+    expected = np.histogram(values, bins=BETA_BINS)[0]
+    got = _histogram(values, _BETA_EDGES)
+    assert got.dtype == expected.dtype and got.tolist() == expected.tolist()

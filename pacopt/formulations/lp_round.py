@@ -27,6 +27,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass
+from itertools import chain
 
 import highspy
 import numpy as np
@@ -109,7 +110,7 @@ def solve_packing_lp(cost: np.ndarray, by_job: list[list[int]],
     lp.row_upper_ = np.ones(len(packing))
     lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise  # HiGHS transposes it in C++
     lp.a_matrix_.start_ = starts
-    lp.a_matrix_.index_ = np.fromiter((k for row in packing for k in row), dtype=np.int32,
+    lp.a_matrix_.index_ = np.fromiter(chain.from_iterable(packing), dtype=np.int32,
                                       count=entries)
     lp.a_matrix_.value_ = np.ones(entries)
     highs.passModel(lp)
