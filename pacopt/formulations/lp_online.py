@@ -124,8 +124,8 @@ class LpOnline:
         end_ms = np.array([end for _, end in ends])
         held = np.array([state.held[j] for j, _ in ends] + [0], dtype=object)
         busy_after = np.bitwise_or.accumulate(held[::-1])[::-1]  # [i]: the jobs ends[i:]
-        busy_words: dict[int, np.ndarray] = {}  # by position in ``ends``: scenarios share starts
-        out: list[_Columns] = []
+        clear: dict[tuple[str, int], np.ndarray] = {}  # (graph, position in ``ends``): scenarios
+        jobs, starts, degrees, jcts, servers = [], [], [], [], []  # share starts and graphs
         draws = self.rng.integers(len(self.seen), size=(self.samples, self.lookahead))
         for s in range(self.samples):
             for i in range(self.lookahead):
@@ -141,21 +141,25 @@ class LpOnline:
                 ok = menu.jct_ms <= deadline
                 if instance.horizon_ms is not None:
                     ok &= start + menu.jct_ms * scale <= instance.horizon_ms + EPS_MS
-                keep = np.flatnonzero(ok)
-                if not len(keep):
-                    continue
                 # a running job conflicts while it runs past the start (tolerance as the rows')
                 at = int(np.searchsorted(end_ms, start + EPS_MS, side="right"))
-                if at not in busy_words:
-                    busy_words[at] = mask_words([busy_after[at]], menu.words.shape[1])[0]
-                keep = keep[~(menu.words[keep] & busy_words[at]).any(1)]
+                free = clear.get((graph_name, at))
+                if free is None:
+                    busy = mask_words([busy_after[at]], menu.words.shape[1])[0]
+                    free = clear[graph_name, at] = ~(menu.words & busy).any(1)
+                keep = np.flatnonzero(ok & free)
                 if len(keep):
-                    out.append(_Columns(job=np.full(len(keep), 1 + s * self.lookahead + i),
-                                        degree=menu.degrees[keep],
-                                        start=np.full(len(keep), start),
-                                        jct=menu.jct_ms[keep] * scale,
-                                        servers=[menu.servers[k] for k in keep]))
-        return out
+                    jobs.append((1 + s * self.lookahead + i, len(keep)))
+                    starts.append(start)
+                    degrees.append(menu.degrees[keep])
+                    jcts.append(menu.jct_ms[keep] * scale)
+                    servers += [menu.servers[k] for k in keep]
+        if not jobs:
+            return []
+        ids, sizes = np.array(jobs, dtype=np.int64).T
+        return [_Columns(job=np.repeat(ids, sizes), degree=np.concatenate(degrees),
+                         start=np.repeat(np.array(starts), sizes), jct=np.concatenate(jcts),
+                         servers=servers)]
 
     def _menu(self, graph, table, model) -> _FutureMenu:
         """Every candidate footprint of ``graph`` at every degree placeable on an empty cluster,
