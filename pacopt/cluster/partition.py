@@ -16,10 +16,10 @@ Zero-byte sync dependencies never cost time or gate anything, so they are left o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections import Counter
-from itertools import chain
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from itertools import chain
 
 from pacopt.cluster.graph import JobGraph
 

@@ -136,10 +136,10 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
     done = [False] * num_deps
     in_flight: list = []                  # heap of the finish times of ready flows
     due: dict[float, list[int]] = {}      # finish time -> the flows finishing then
-    # channel -> heap (ms, -dep) of its ready flows: the first wins (ties: the later dependency);
-    # finished flows leave it lazily, when they reach its top
+    # channel -> heap of its ready flows by (ms, -dep): the first wins (ties: the later
+    # dependency); finished flows leave it lazily, when they reach its top. The pair is packed
+    # in one int (``key``), cheaper to compare and to keep than a tuple.
     channel_heap: defaultdict[int, list] = defaultdict(list)
-    # (ms, -dep) as one int, cheaper to compare and to keep than a tuple
     order = {ms: r for r, ms in enumerate(sorted(set(dep_ms)))}
     key = [order[ms] * num_deps - d for d, ms in enumerate(dep_ms)]
 
