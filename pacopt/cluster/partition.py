@@ -101,11 +101,11 @@ class PartitionedJob:
         return tuple(math.fsum([self.dep_size[d] for d in deps]) for _, deps in self.groups)
 
     @cached_property
-    def group_ends(self) -> tuple[tuple[tuple[tuple[int, int], ...], ...] | None, ...]:
+    def group_ends(self) -> tuple[tuple[dict[int, int], dict[int, int]] | None, ...]:
         """Each fanout group's source and destination sub-ops with their multiplicities (None
         for the other groups): its servers, without walking its p_u x p_v sub-edges."""
         return tuple(None if kind != "fanout" else
-                     tuple(tuple(Counter(ends[d] for d in deps).items())
+                     tuple(dict(Counter(ends[d] for d in deps))
                            for ends in (self.dep_src, self.dep_dst))
                      for kind, deps in self.groups)
 
@@ -168,8 +168,7 @@ def partition(graph: JobGraph, counts: tuple[int, ...]) -> PartitionedJob:
                 groups.append(("fanout" if counts[k] > 1 else "single",
                                tuple(chain.from_iterable(deps for deps, _, _ in links))))
                 ends.append(None if counts[k] == 1 else
-                            tuple(tuple(_merged([link[side] for link in links]).items())
-                                  for side in (1, 2)))
+                            tuple(_merged([link[side] for link in links]) for side in (1, 2)))
                 totals.append(math.fsum(chain.from_iterable(
                     size[deps.start:deps.stop] for deps, _, _ in links)))
         shard = graph.ops[k].parameter_bytes / counts[k]
@@ -197,7 +196,9 @@ def partition(graph: JobGraph, counts: tuple[int, ...]) -> PartitionedJob:
 
 
 def _merged(counts: list[dict[int, int]]) -> dict[int, int]:
-    """Multiplicities summed over ``counts``."""
+    """Multiplicities summed over ``counts`` (the one itself when alone: read only)."""
+    if len(counts) == 1:
+        return counts[0]
     out: dict[int, int] = {}
     for count in counts:
         for key, m in count.items():

@@ -91,10 +91,10 @@ def dependency_times(job: PartitionedJob, servers: list[int], cluster: RampClust
     return times
 
 
-def _servers_counted(subs: tuple[tuple[int, int], ...], servers: list[int]) -> dict[int, int]:
+def _servers_counted(subs: dict[int, int], servers: list[int]) -> dict[int, int]:
     """The servers of sub-ops given with multiplicities, with theirs summed."""
     out: dict[int, int] = {}
-    for sub, m in subs:
+    for sub, m in subs.items():
         server = servers[sub]
         out[server] = out.get(server, 0) + m
     return out
