@@ -124,8 +124,10 @@ class LpOnline:
         end_ms = np.array([end for _, end in ends])
         held = np.array([state.held[j] for j, _ in ends] + [0], dtype=object)
         busy_after = np.bitwise_or.accumulate(held[::-1])[::-1]  # [i]: the jobs ends[i:]
-        clear: dict[tuple[str, int], np.ndarray] = {}  # (graph, position in ``ends``): scenarios
-        jobs, starts, degrees, jcts, servers = [], [], [], [], []  # share starts and graphs
+        # which of a graph's footprints are clear at a start, by (graph, position in ``ends``):
+        # the scenarios share starts, and often graphs
+        clear: dict[tuple[str, int], np.ndarray] = {}
+        jobs, starts, degrees, jcts, servers = [], [], [], [], []  # the columns, by future job
         draws = self.rng.integers(len(self.seen), size=(self.samples, self.lookahead))
         for s in range(self.samples):
             for i in range(self.lookahead):
