@@ -2,7 +2,9 @@
 
 Everything here runs on the bundled graphs (no download) and takes seconds."""
 
+import copy
 import json
+import pickle
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -10,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -138,6 +141,35 @@ def test_the_greedy_degree_is_the_distributions_most_likely_allowed_one(env):
             mode = int(degree_distribution(policy, obs, mask).get_actions(deterministic=True)[0])
             assert greedy_degree(policy, obs, mask) == mode
         obs, _, done, _, _ = env.step(greedy_degree(policy, obs, env.action_masks()))
+
+
+def test_play_gives_the_networks_own_logits_and_follows_its_weights(env):
+    """Play's traced head (``play_logits``) gives the logits of the network's forward pass to
+    the bit on every state of an episode, sees a later change of the weights, and leaves
+    copies and pickles of the network working."""
+    policy = _fresh_model(env, seed=3).policy
+    policy.set_training_mode(False)
+    extractor = policy.features_extractor
+
+    def forward(obs):
+        tensors = {k: torch.from_numpy(v[None]) for k, v in obs.items()}
+        return extractor(tensors)[0, :extractor.num_actions]
+
+    obs, _ = env.reset(seed=5)
+    done = False
+    with torch.no_grad():
+        while not done:
+            assert torch.equal(extractor.play_logits(obs), forward(obs))
+            played = obs
+            obs, _, done, _, _ = env.step(greedy_degree(policy, obs, env.action_masks()))
+        obs = played  # the last decision's (the final observation stands for no job)
+        extractor.scorer[-1].bias.add_(1.0)
+        assert torch.equal(extractor.play_logits(obs), forward(obs))
+    twin = copy.deepcopy(extractor)
+    with torch.no_grad():
+        twin.scorer[-1].bias.add_(1.0)  # the copy plays its own weights
+        assert torch.allclose(twin.play_logits(obs), extractor.play_logits(obs) + 1.0)
+    assert pickle.loads(pickle.dumps(extractor)).num_actions == extractor.num_actions
 
 
 def _blocking(policy, env, seeds=(10_000, 10_001), dist="A"):

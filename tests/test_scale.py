@@ -109,7 +109,7 @@ def test_a_footprint_straddling_tiles_of_more_than_64_servers_is_scored():
     scorer = placers.free_block_score(tiles.tile)
     expected = sum(weight for part in parts if part
                    for weight, mask in zip(scorer.weights, scorer.blocks) if int(mask) & part)
-    lost = model._tile_loss(block.mask, tiles.local_masks(0), {})
+    lost = model._tile_loss(block.mask, tiles.local_masks(0))
     assert lost == pytest.approx(expected) and lost > 0
 
 

@@ -144,6 +144,7 @@ class JctModel:
         self.cluster = cluster
         self.settings = settings
         self.persist = persist
+        self._counts: dict[tuple, tuple[int, ...]] = {}
         self._plans: dict[tuple, FitPlan] = {}
         self._placements: dict[tuple, Placement | None] = {}
         self._options: dict[tuple, LiveOptions] = {}
@@ -153,13 +154,20 @@ class JctModel:
         self._tables: dict[str, JobTable] = {}
         self._menus: dict[str, FootprintMenu] = {}
         self._tile_states: dict[tuple, TileState] = {}
+        self._tile_weights: dict[int, np.ndarray] = {}  # a tile's free block weights, by its occupancy
+        self._tile_parts: dict[int, tuple] = {}  # a footprint's (tile, part in it) pairs
+        self._tile_broken: dict[tuple, float] = {}  # (part, tile occupancy) -> weight broken
         self._tile_placements: dict[tuple, Placement] = {}
         self._chosen_placements: dict[tuple, Placement] = {}
 
     # ----- partitioning and placement -------------------------------------------------------------
     def counts(self, graph: JobGraph, degree: int) -> tuple[int, ...]:
-        """Per-op split counts at ``degree`` (PAC-ML's quantum rule)."""
-        return op_counts(graph, degree, self.settings.quantum_ms)
+        """Per-op split counts at ``degree`` (PAC-ML's quantum rule; cached)."""
+        key = (graph.fingerprint, degree)
+        counts = self._counts.get(key)
+        if counts is None:
+            counts = self._counts[key] = op_counts(graph, degree, self.settings.quantum_ms)
+        return counts
 
     def plan(self, graph: JobGraph, counts: tuple[int, ...]) -> FitPlan:
         """The prepared first-fit of ``counts`` (cached)."""
@@ -314,7 +322,6 @@ class JctModel:
         total = sum(state.weight for state in states)      # free weight of the whole cluster
         size = len(table.placed)
         placeable, workers, jct, free_blocks, masks, placements = _unplaced(size)
-        tile_weights: dict[int, np.ndarray] = {}  # free weights of the tiles first fit uses
         for d in range(1, size):
             if not table.placed[d]:
                 continue
@@ -345,7 +352,7 @@ class JctModel:
                 if found is None:
                     continue
                 placement = self._chosen(graph, *found)
-                lost = self._tile_loss(placement.mask, locals_, tile_weights)
+                lost = self._tile_loss(placement.mask, locals_)
                 jct[d] = table.jct_ms[d] if ddls else self._placed_jct(*found)
             placeable[d] = True
             workers[d] = placement.num_workers
@@ -408,8 +415,7 @@ class JctModel:
         state = self._tile_states.get(key)
         if state is None:
             tile = tiling(self.cluster).tile
-            scorer = free_block_score(tile)
-            weights = scorer.free_weights(local)
+            weights = self._free_weights(local)
             free = (menu.masks & as_mask(local, tile)) == 0
             broken = menu.broken(weights, np.flatnonzero(free))
             score = np.where(free, np.round(-broken - WORKER_PENALTY * menu.workers, 9), -np.inf)
@@ -420,18 +426,41 @@ class JctModel:
             self._tile_states[key] = state
         return state
 
-    def _tile_loss(self, mask: int, locals_: list[int], weights: dict[int, np.ndarray]) -> float:
+    def _tile_loss(self, mask: int, locals_: list[int]) -> float:
         """The free weight a footprint that may straddle tiles breaks, tile by tile (``locals_``:
-        each tile's own occupancy; ``weights``: its free block weights, filled as needed)."""
-        tiles = tiling(self.cluster)
-        scorer = free_block_score(tiles.tile)
+        each tile's own occupancy). Cached by footprint and by (its part in a tile, the tile's
+        occupancy): first fit's fallbacks come back decision after decision, on tiles that
+        mostly did not change."""
+        parts = self._tile_parts.get(mask)
+        if parts is None:
+            if len(self._tile_parts) >= _PLACEMENT_CACHE_LIMIT:
+                self._tile_parts.clear()
+            parts = self._tile_parts[mask] = tuple(
+                (t, part) for t, part in enumerate(tiling(self.cluster).local_masks(mask)) if part)
         lost = 0.0
-        for t, part in enumerate(tiles.local_masks(mask)):
-            if part:
-                if t not in weights:
-                    weights[t] = scorer.free_weights(locals_[t])
-                lost += scorer.broken_by(part, weights[t])
+        for t, part in parts:
+            key = (part, locals_[t])
+            broken = self._tile_broken.get(key)
+            if broken is None:
+                if len(self._tile_broken) >= _PLACEMENT_CACHE_LIMIT:
+                    self._tile_broken.clear()
+                scorer = free_block_score(tiling(self.cluster).tile)
+                broken = self._tile_broken[key] = scorer.broken_by(part,
+                                                                   self._free_weights(locals_[t]))
+            lost += broken
         return lost
+
+    def _free_weights(self, local: int) -> np.ndarray:
+        """The tile's :meth:`~pacopt.cluster.placers.FreeBlockScore.free_weights` under its own
+        occupancy ``local`` (cached: a decision changes one or two tiles)."""
+        weights = self._tile_weights.get(local)
+        if weights is None:
+            if len(self._tile_weights) >= _TILE_STATE_CACHE_LIMIT:
+                self._tile_weights.clear()
+            weights = free_block_score(tiling(self.cluster).tile).free_weights(local)
+            weights.flags.writeable = False
+            self._tile_weights[local] = weights
+        return weights
 
     def _live_plan(self, table: JobTable) -> tuple[tuple[int, ...], tuple]:
         """Every distinct count of the memory-free degrees, and per degree placeable on an empty

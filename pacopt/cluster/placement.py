@@ -190,6 +190,8 @@ class FitPlan:
         if not self.memory_free:
             return _scan(self.graph, self.counts, self.cluster, occupied)
         free_block = self.cluster.free_block
+        if free_block(max(self.sizes), occupied) is None:  # the likeliest to fail, asked first
+            return None
         choice = []
         for m in self.sizes:
             block = free_block(m, occupied)

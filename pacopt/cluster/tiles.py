@@ -116,4 +116,12 @@ class Tiling:
 
     def placement(self, placement: Placement, t: int) -> Placement:
         """Tile ``t``'s copy of a placement on the tile, in cluster servers."""
-        return Placement(tuple(self.block(block, t) for block in placement.blocks))
+        # ops share a few blocks: translate each distinct one once, then look them up by identity
+        distinct = {id(block): block for block in placement.blocks}
+        copies = {key: self.block(block, t) for key, block in distinct.items()}
+        out = Placement(tuple([copies[id(block)] for block in placement.blocks]))
+        mask = 0
+        for block in copies.values():
+            mask |= block.mask
+        out.__dict__["mask"] = mask  # its cached mask, from the distinct blocks
+        return out

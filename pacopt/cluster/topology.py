@@ -341,7 +341,7 @@ class FirstFreeIndex:
             busy = self.busy if span is None else self.busy[span]
             if not len(busy):
                 return None
-            i = int(np.argmin(busy))  # the first of the least busy
+            i = int(busy.argmin())  # the first of the least busy
             return self.blocks[i + (span.start if span else 0)] if busy[i] == 0 else None
 
     def free(self, occupied: int) -> np.ndarray:

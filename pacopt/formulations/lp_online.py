@@ -32,6 +32,7 @@ It lives in ``formulations`` (it solves LPs); ``cluster`` never imports it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -124,9 +125,10 @@ class LpOnline:
         end_ms = np.array([end for _, end in ends])
         held = np.array([state.held[j] for j, _ in ends] + [0], dtype=object)
         busy_after = np.bitwise_or.accumulate(held[::-1])[::-1]  # [i]: the jobs ends[i:]
-        # which of a graph's footprints are clear at a start, by (graph, position in ``ends``):
-        # the scenarios share starts, and often graphs
-        clear: dict[tuple[str, int], np.ndarray] = {}
+        # which of a menu's footprints are clear at a start, by (footprints, position in
+        # ``ends``): the scenarios share starts, and graphs often share footprints
+        clear: dict[tuple[bytes, int], np.ndarray] = {}
+        busy_words: dict[int, np.ndarray] = {}
         jobs, starts, degrees, jcts, servers = [], [], [], [], []  # the columns, by future job
         draws = self.rng.integers(len(self.seen), size=(self.samples, self.lookahead))
         for s in range(self.samples):
@@ -145,10 +147,13 @@ class LpOnline:
                     ok &= start + menu.jct_ms * scale <= instance.horizon_ms + EPS_MS
                 # a running job conflicts while it runs past the start (tolerance as the rows')
                 at = int(np.searchsorted(end_ms, start + EPS_MS, side="right"))
-                free = clear.get((graph_name, at))
+                free = clear.get((menu.key, at))
                 if free is None:
-                    busy = mask_words([busy_after[at]], menu.words.shape[1])[0]
-                    free = clear[graph_name, at] = ~(menu.words & busy).any(1)
+                    busy = busy_words.get(at)
+                    if busy is None:
+                        busy = busy_words[at] = mask_words([busy_after[at]],
+                                                           menu.words.shape[1])[0]
+                    free = clear[menu.key, at] = ~(menu.words & busy).any(1)
                 keep = np.flatnonzero(ok & free)
                 if len(keep):
                     jobs.append((1 + s * self.lookahead + i, len(keep)))
@@ -231,6 +236,11 @@ class _FutureMenu:
     jct_ms: np.ndarray
     servers: list[tuple[int, ...]]
     words: np.ndarray  # each footprint's bitmask as 64-bit words (numpy ands them at once)
+
+    @cached_property
+    def key(self) -> bytes:
+        """The footprints themselves (graphs split alike have the same ones)."""
+        return self.words.tobytes()
 
 
 def _split_off(size: int, arriving: list[int], rows: list[list[int]],

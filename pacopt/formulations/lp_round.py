@@ -114,7 +114,7 @@ def solve_packing_lp(cost: np.ndarray, by_job: list[list[int]],
     if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         raise RuntimeError(f"HiGHS did not solve the LP: {highs.getModelStatus()}")
     x = np.clip(np.asarray(highs.getSolution().col_value, dtype=float), 0.0, 1.0)
-    return LpPoint(x=x, value=float(highs.getInfo().objective_function_value))
+    return LpPoint(x=x, value=float(highs.getObjectiveValue()))
 
 
 _THREAD = threading.local()

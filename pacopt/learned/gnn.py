@@ -23,6 +23,8 @@ its action net is the identity.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 from gymnasium import spaces
@@ -97,10 +99,19 @@ class DegreeScorer(BaseFeaturesExtractor):
         self.scorer = _mlp([context_dim + action_dim + degree_dim + 2 * spill, hidden, hidden, 1],
                            last_activation=False)
         self._cache: dict[tuple, torch.Tensor] = {}
+        # play's traced head (:meth:`play_logits`), in a dict: a module set as an attribute
+        # would be registered, and its weights saved twice
+        self._traced: dict[str, torch.jit.ScriptModule] = {}
 
     def train(self, mode: bool = True):
         self._cache.clear()  # the weights are about to change
+        self._traced.clear()
         return super().train(mode)
+
+    def __getstate__(self):
+        # copies and pickles leave the traced head behind (TorchScript modules do not pickle,
+        # and a copy must trace its own weights)
+        return {**super().__getstate__(), "_traced": {}}
 
     def embed_graphs(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """One embedding per observation, computing each distinct graph once (and, while the
@@ -124,15 +135,70 @@ class DegreeScorer(BaseFeaturesExtractor):
         return emb[inverse]
 
     def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        context = self.context(torch.cat([self.embed_graphs(obs), obs["globals"]], 1))
-        actions = obs["actions"]
+        logits, context = self._head(self.embed_graphs(obs), obs["globals"], obs["actions"])
+        return torch.cat([logits, context], 1)
+
+    @property
+    def _head(self) -> _Head:
+        """The layers after the graph embedding as one module (made per call: a module kept as
+        an attribute would add its weights to the state dict a second time)."""
+        return _Head(self)
+
+    def play_logits(self, obs: dict[str, np.ndarray]) -> torch.Tensor:
+        """The degrees' logits of one observation (numpy arrays, no batch axis) while the
+        weights are frozen for play (eval mode, no gradient): the graph's embedding from the
+        cache, and the head traced by TorchScript once (it runs the same operations with half
+        the per-operation overhead of eager mode, the bulk of a call this small). The traced
+        head holds the modules themselves, so it sees every later update of their weights."""
+        device = self.degree_embedding.weight.device
+        if self.training or torch.is_grad_enabled():
+            batch = {k: torch.from_numpy(v[None]).to(device) for k, v in obs.items()}
+            return self(batch)[0, :self.num_actions]
+        embedding = self._cache.get(tuple(obs["graph_sig"].tolist()))
+        if embedding is None:  # a graph not seen since the weights last changed
+            embedding = self.embed_graphs({k: torch.from_numpy(v[None]).to(device)
+                                           for k, v in obs.items()})[0]
+        inputs = (embedding.unsqueeze(0), torch.from_numpy(obs["globals"][None]).to(device),
+                  torch.from_numpy(obs["actions"][None]).to(device))
+        head = self._traced.get("head")
+        if head is None:
+            head = self._traced["head"] = _traced(self._head, inputs)
+        return head(*inputs)[0][0]
+
+
+def _traced(module: nn.Module, inputs: tuple) -> nn.Module:
+    """``module`` traced by TorchScript for play, or the module itself where tracing is not
+    available. torch 2.13 marks ``torch.jit.trace`` deprecated in favour of ``torch.compile``
+    and ``torch.export``, but for a head this small the first costs seconds of compilation and
+    the second's module runs slower than eager mode (``docs/experiments.md``); the trace runs
+    the same kernels, and play gives the same logits to the bit."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return torch.jit.trace(module, inputs, check_trace=False)
+    except (AttributeError, RuntimeError):  # a torch without it, or an operation it refuses
+        return module
+
+
+class _Head(nn.Module):
+    """:class:`DegreeScorer`'s layers after the graph embedding: (graph embedding, globals,
+    actions) -> (the degrees' logits, the context). Its own module (holding the scorer's
+    modules, not copies), so that play can trace it."""
+
+    def __init__(self, scorer: DegreeScorer):
+        super().__init__()
+        self.context, self.scorer = scorer.context, scorer.scorer
+        self.degree_embedding, self.spill = scorer.degree_embedding, scorer.spill
+
+    def forward(self, embedding: torch.Tensor, globals_: torch.Tensor,
+                actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        context = self.context(torch.cat([embedding, globals_], 1))
         if self.spill:
             actions = torch.cat([actions, spill_features(actions)], 2)
         batch, num_actions = actions.shape[:2]
         degrees = self.degree_embedding.weight.unsqueeze(0).expand(batch, -1, -1)
         joined = torch.cat([context.unsqueeze(1).expand(-1, num_actions, -1), actions, degrees], 2)
-        logits = self.scorer(joined).squeeze(-1)
-        return torch.cat([logits, context], 1)
+        return self.scorer(joined).squeeze(-1), context
 
 
 def spill_features(actions: torch.Tensor) -> torch.Tensor:
@@ -201,9 +267,7 @@ def greedy_degree(policy: DegreePolicy, obs: dict[str, np.ndarray], mask: np.nda
     straight from the scorer (a :class:`DegreePolicy`'s spaces are float32 boxes, with no
     preprocessing to do, and its actor's logits are the scorer's first outputs), without
     building the distribution."""
-    extractor, device = policy.features_extractor, policy.device
     with torch.no_grad():
-        logits = extractor({k: torch.from_numpy(v[None]).to(device) for k, v in obs.items()})
-        logits = logits[0, :extractor.num_actions]
-        allowed = torch.from_numpy(np.asarray(mask, dtype=bool)).to(device)
+        logits = policy.features_extractor.play_logits(obs)
+        allowed = torch.from_numpy(np.asarray(mask, dtype=bool))
         return int(torch.argmax(torch.where(allowed, logits, -torch.inf)))

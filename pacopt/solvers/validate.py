@@ -19,7 +19,6 @@ from functools import lru_cache
 
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.jct import JctModel
-from pacopt.cluster.partition import op_counts
 from pacopt.cluster.placement import Placement
 from pacopt.cluster.solution import REASONS, STATUSES, JobRecord, Solution
 from pacopt.cluster.state import EPS_MS
@@ -151,7 +150,7 @@ def _check_job(instance: Instance, model: JctModel, record: JobRecord, job, busy
         out.append(f"{where}: must start at its arrival {job.arrival_ms} (got {record.start_ms})")
         return out
     try:
-        placement, counts = _placement(instance, graph, record)
+        placement, counts = _placement(instance, model, graph, record)
     except InputError as err:
         return out + [f"{where}: {err}"]
     names = sorted(instance.cluster.server_name(s) for s in placement.workers())
@@ -179,12 +178,14 @@ def _check_job(instance: Instance, model: JctModel, record: JobRecord, job, busy
     return out
 
 
-def _placement(instance: Instance, graph, record: JobRecord) -> tuple[Placement, tuple[int, ...]]:
+def _placement(instance: Instance, model: JctModel, graph,
+               record: JobRecord) -> tuple[Placement, tuple[int, ...]]:
     """Rebuild a record's placement from its block labels; the split counts come from its
-    degree through the partitioning rule."""
+    degree through the partitioning rule (the validator's own model's, under the instance's
+    settings)."""
     if not 1 <= record.degree <= instance.model.max_partitions_per_op:
         raise InputError(f"degree {record.degree} outside 1..{instance.model.max_partitions_per_op}")
-    counts = op_counts(graph, record.degree, instance.model.quantum_ms)
+    counts = model.counts(graph, record.degree)
     if len(record.blocks) != graph.num_ops:
         raise InputError(f"{len(record.blocks)} blocks for {graph.num_ops} ops")
     blocks = tuple(instance.cluster.block_from_label(label, m)
