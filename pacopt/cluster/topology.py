@@ -380,25 +380,3 @@ class FirstFreeIndex:
             mask ^= low
         return parts
 
-    def touching(self, masks: list[int], among: tuple[np.ndarray, np.ndarray] | None = None
-                 ) -> tuple[np.ndarray, np.ndarray]:
-        """For every server of each of ``masks`` and every block holding it, the mask's
-        position and the block: :meth:`touched` for many masks in one numpy pass. ``among``:
-        only the blocks of a :meth:`holding_among` (fewer to gather)."""
-        start, members = (self.start, self.members) if among is None else among
-        raw = b"".join(mask.to_bytes(self._bytes, "little") for mask in masks)
-        bits = np.unpackbits(np.frombuffer(raw, np.uint8).reshape(len(masks), self._bytes),
-                             axis=1, bitorder="little")
-        rows, servers = np.nonzero(bits)
-        first, lengths = start[servers], start[servers + 1] - start[servers]
-        # positions first[i] .. first[i] + lengths[i] - 1 of members, server after server
-        shift = np.repeat(first - np.cumsum(lengths) + lengths, lengths)
-        return np.repeat(rows, lengths), members[shift + np.arange(len(shift))]
-
-    def holding_among(self, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Which blocks hold each server, the blocks with ``keep`` true only (for
-        :meth:`touching`)."""
-        kept = keep[self.members]
-        before = np.concatenate([[0], np.cumsum(kept)])  # kept entries before each position
-        return before[self.start], self.members[kept]
-

@@ -39,7 +39,7 @@ from gymnasium import spaces
 from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.policies import Decision
 from pacopt.cluster.settings import ModelSettings
-from pacopt.cluster.topology import RampCluster
+from pacopt.cluster.topology import RampCluster, servers_of
 
 MAX_NODES = 256
 MAX_EDGES = 512
@@ -52,6 +52,8 @@ AFTER_SIZES = (16, 8, 4)
 NEXT_COMPLETIONS = 4
 #: Recent arrivals whose betas describe the workload (the agent infers the beta distribution).
 HISTORY = 100
+#: Footprints whose touched blocks a wide cluster's counter keeps (a few hundred bytes each).
+_TOUCHED_CACHE_LIMIT = 20_000
 BETA_BINS = (0.0, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0)
 _BETA_EDGES = np.array(BETA_BINS)
 GLOBAL_DIM = 10 + len(BLOCK_SIZES) + 2 * NEXT_COMPLETIONS + 1 + len(BETA_BINS) + 1
@@ -166,8 +168,11 @@ class _BlockCounter:
                 self._size_of[span] = self._column[m]
             self._counted = self._size_of >= 0
             after_columns = [self._column[m] for m in (sizes if after is None else after)]
-            self._after = self._index.holding_among(np.isin(self._size_of, after_columns))
+            after_blocks = np.isin(self._size_of, after_columns)
+            # per server, the blocks of the ``after`` sizes holding it
+            self._after_holding = [held[after_blocks[held]] for held in self._index.holding]
             self._last: tuple[tuple[int, ...], np.ndarray] | None = None
+            self._touched_by: dict[int, np.ndarray] = {}
 
     def free_share(self, m: int, occupied: list[int]) -> float:
         """Share of the size-``m`` blocks that are wholly free under ``occupied[0]``; on wide
@@ -196,20 +201,32 @@ class _BlockCounter:
         sizes only (the others' columns keep the first's count where they are additions)."""
         index, base, sizes = self._index, occupied[0], len(self._column)
         free = index.free(base) & self._counted
-        blocks = len(free)
         counts = np.tile(np.bincount(self._size_of[free], minlength=sizes).astype(float),
                          (len(occupied), 1))
         added = [i for i, occ in enumerate(occupied) if occ & base == base]
         afresh = [i for i, occ in enumerate(occupied) if occ & base != base]  # counted anew
-        rows, touched = index.touching([occupied[i] & ~base for i in added], self._after)
+        parts = [self._touched(occupied[i] & ~base) for i in added]
+        touched = np.concatenate(parts)
+        rows = np.repeat(np.asarray(added, dtype=np.int64), [len(part) for part in parts])
         hit = free[touched]  # each free block an addition touches, once per addition
-        keys = np.unique(np.asarray(added, dtype=np.int64)[rows[hit]] * blocks + touched[hit])
-        counts -= np.bincount(keys // blocks * sizes + self._size_of[keys % blocks],
+        counts -= np.bincount(rows[hit] * sizes + self._size_of[touched[hit]],
                               minlength=len(occupied) * sizes).reshape(len(occupied), sizes)
         for i in afresh:
             counted = index.free(occupied[i]) & self._counted
             counts[i] = np.bincount(self._size_of[counted], minlength=sizes)
         return counts
+
+    def _touched(self, mask: int) -> np.ndarray:
+        """The distinct blocks of the ``after`` sizes holding a server of ``mask`` (cached: the
+        candidates' footprints come back decision after decision)."""
+        found = self._touched_by.get(mask)
+        if found is None:
+            if len(self._touched_by) >= _TOUCHED_CACHE_LIMIT:
+                self._touched_by.clear()
+            held = [self._after_holding[server] for server in servers_of(mask)]
+            found = self._touched_by[mask] = (np.unique(np.concatenate(held)) if held
+                                              else np.zeros(0, dtype=np.int64))
+        return found
 
 
 class Observer:
