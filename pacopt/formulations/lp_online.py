@@ -130,14 +130,17 @@ class LpOnline:
         clear: dict[tuple[bytes, int], np.ndarray] = {}
         busy_words: dict[int, np.ndarray] = {}
         jobs, starts, degrees, jcts, servers = [], [], [], [], []  # the columns, by future job
-        draws = self.rng.integers(len(self.seen), size=(self.samples, self.lookahead))
+        draws = self.rng.integers(len(self.seen), size=(self.samples, self.lookahead)).tolist()
+        starts_at = [now + (i + 1) * gap for i in range(self.lookahead)]
+        # a running job conflicts while it runs past the start (tolerance as the rows')
+        ats = np.searchsorted(end_ms, np.array(starts_at) + EPS_MS, side="right").tolist()
         for s in range(self.samples):
             for i in range(self.lookahead):
-                graph_name, beta = self.seen[draws[s, i]]
-                scale = self.scales[draws[s, i]]
+                graph_name, beta = self.seen[draws[s][i]]
+                scale = self.scales[draws[s][i]]
                 graph = instance.graphs[graph_name]
                 table = model.table(graph)
-                start = now + (i + 1) * gap
+                start, at = starts_at[i], ats[i]
                 if instance.horizon_ms is not None and start >= instance.horizon_ms:
                     continue
                 deadline = beta * table.seq_jct_ms  # in the graph's times: both scale alike
@@ -145,8 +148,6 @@ class LpOnline:
                 ok = menu.jct_ms <= deadline
                 if instance.horizon_ms is not None:
                     ok &= start + menu.jct_ms * scale <= instance.horizon_ms + EPS_MS
-                # a running job conflicts while it runs past the start (tolerance as the rows')
-                at = int(np.searchsorted(end_ms, start + EPS_MS, side="right"))
                 free = clear.get((menu.key, at))
                 if free is None:
                     busy = busy_words.get(at)
@@ -160,7 +161,7 @@ class LpOnline:
                     starts.append(start)
                     degrees.append(menu.degrees[keep])
                     jcts.append(menu.jct_ms[keep] * scale)
-                    servers += [menu.servers[k] for k in keep]
+                    servers += [menu.servers[k] for k in keep.tolist()]
         if not jobs:
             return []
         ids, sizes = np.array(jobs, dtype=np.int64).T
