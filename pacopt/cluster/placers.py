@@ -103,19 +103,24 @@ def footprints(counts: tuple[int, ...], cluster: RampCluster,
 
 #: :func:`footprints` by (distinct counts, cluster) and :func:`footprint_placements` by (graph,
 #: counts, cluster): graphs and degrees share them, and best fit, ``lp-online`` and the exact
-#: models ask for the same ones. Each is cleared when :data:`_CACHE_LIMIT` entries are held.
+#: models ask for the same ones. Each is cleared when :data:`_CACHE_LIMIT` entries are held,
+#: and a result of more than :data:`_CACHE_MAX_ITEMS` footprints (a large untiled cluster's) is
+#: not kept: its placements would hold a block per op for each.
 _FOOTPRINTS: dict[tuple, tuple[dict[int, Block], ...]] = {}
 _FOOTPRINT_PLACEMENTS: dict[tuple, tuple[Placement, ...]] = {}
 _CACHE_LIMIT = 256
+_CACHE_MAX_ITEMS = 4096
 
 
 def _cached(store: dict, key, make):
     """``store[key]``, made by ``make()`` when missing (an exception caches nothing)."""
     found = store.get(key)
     if found is None:
-        if len(store) >= _CACHE_LIMIT:
-            store.clear()
-        found = store[key] = make()
+        found = make()
+        if len(found) <= _CACHE_MAX_ITEMS:
+            if len(store) >= _CACHE_LIMIT:
+                store.clear()
+            store[key] = found
     return found
 
 
