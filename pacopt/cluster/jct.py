@@ -42,6 +42,7 @@ from pacopt.cluster.step import StepTiming, simulate_step
 from pacopt.cluster.tiles import tiling
 from pacopt.cluster.timing_cache import TIMING_VERSION, TimingFile, cache_dir  # noqa: F401
 from pacopt.cluster.topology import Block, RampCluster
+from pacopt.infra.bounded_cache import BoundedCache
 from pacopt.infra.progress import tqdm
 
 _PLACEMENT_CACHE_LIMIT = 200_000
@@ -146,19 +147,19 @@ class JctModel:
         self.persist = persist
         self._counts: dict[tuple, tuple[int, ...]] = {}
         self._plans: dict[tuple, FitPlan] = {}
-        self._placements: dict[tuple, Placement | None] = {}
-        self._options: dict[tuple, LiveOptions] = {}
+        self._placements = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # -> Placement | None
+        self._options = BoundedCache(_OPTIONS_CACHE_LIMIT)  # -> LiveOptions
         self._table_plans: dict[str, tuple] = {}
-        self._live_jct: dict[tuple, float] = {}
+        self._live_jct = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # -> JCT of a placed choice
         self._timings: dict[tuple, dict[str, StepTiming]] = {}  # per graph file -> key -> timing
         self._tables: dict[str, JobTable] = {}
         self._menus: dict[str, FootprintMenu] = {}
-        self._tile_states: dict[tuple, TileState] = {}
-        self._tile_weights: dict[int, np.ndarray] = {}  # a tile's free block weights, by its occupancy
-        self._tile_parts: dict[int, tuple] = {}  # a footprint's (tile, part in it) pairs
-        self._tile_broken: dict[tuple, float] = {}  # (part, tile occupancy) -> weight broken
-        self._tile_placements: dict[tuple, Placement] = {}
-        self._chosen_placements: dict[tuple, Placement] = {}
+        self._tile_states = BoundedCache(_TILE_STATE_CACHE_LIMIT)  # -> TileState
+        self._tile_weights = BoundedCache(_TILE_STATE_CACHE_LIMIT)  # tile occupancy -> weights
+        self._tile_parts = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # footprint -> (tile, part)s
+        self._tile_broken = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # (part, occupancy) -> weight
+        self._tile_placements = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # -> Placement
+        self._chosen_placements = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # -> Placement
 
     # ----- partitioning and placement -------------------------------------------------------------
     def counts(self, graph: JobGraph, degree: int) -> tuple[int, ...]:
@@ -180,11 +181,9 @@ class JctModel:
         """First-fit placement of ``counts`` avoiding the ``occupied`` servers (cached)."""
         key = (graph.fingerprint, counts, occupied)
         if key not in self._placements:
-            if len(self._placements) >= _PLACEMENT_CACHE_LIMIT:
-                self._placements.clear()
             plan = self.plan(graph, counts)
             choice = plan.fit(occupied)
-            self._placements[key] = None if choice is None else plan.placement(choice)
+            self._placements.put(key, None if choice is None else plan.placement(choice))
         return self._placements[key]
 
     def live_options(self, table: JobTable, occupied: int, placer: str = "first-fit",
@@ -232,10 +231,7 @@ class JctModel:
             jct[d] = table.jct_ms[d] if ddls else self._placed_jct(plan, choice)
         for array in (placeable, workers, jct):
             array.flags.writeable = False
-        if len(self._options) >= _OPTIONS_CACHE_LIMIT:
-            self._options.clear()
-        options = self._options[key] = LiveOptions(placeable, workers, jct, tuple(masks))
-        return options
+        return self._options.put(key, LiveOptions(placeable, workers, jct, tuple(masks)))
 
     def menu(self, table: JobTable) -> FootprintMenu:
         """The candidate footprints of ``table``'s graph at every degree placeable on an empty
@@ -259,12 +255,9 @@ class JctModel:
         options = self._options.get(key)
         if options is not None:
             return options
-        if len(self._options) >= _OPTIONS_CACHE_LIMIT:
-            self._options.clear()
         if tiling(self.cluster) is not None:
-            options = self._options[key] = self._tiled_options(table, occupied, placer,
-                                                               deadline_ms)
-            return options
+            return self._options.put(key, self._tiled_options(table, occupied, placer,
+                                                              deadline_ms))
         menu = self.menu(table)
         scorer = free_block_score(self.cluster)
         size = len(table.placed)
@@ -300,9 +293,8 @@ class JctModel:
             free_blocks[placeable] = scorer.left(None, occupied, menu.hits[chosen])
         for array in (placeable, workers, jct, free_blocks):
             array.flags.writeable = False
-        options = self._options[key] = LiveOptions(placeable, workers, jct, tuple(masks), placer,
-                                                   tuple(placements), free_blocks)
-        return options
+        return self._options.put(key, LiveOptions(placeable, workers, jct, tuple(masks), placer,
+                                                  tuple(placements), free_blocks))
 
     def _tiled_options(self, table: JobTable, occupied: int, placer: str,
                        deadline_ms: float | None) -> LiveOptions:
@@ -378,9 +370,7 @@ class JctModel:
         key = (graph.fingerprint, plan.counts, choice)
         placement = self._chosen_placements.get(key)
         if placement is None:
-            if len(self._chosen_placements) >= _PLACEMENT_CACHE_LIMIT:
-                self._chosen_placements.clear()
-            placement = self._chosen_placements[key] = plan.placement(choice)
+            placement = self._chosen_placements.put(key, plan.placement(choice))
         return placement
 
     def _tile_jct(self, graph: JobGraph, counts: tuple[int, ...], footprint: Placement) -> float:
@@ -399,10 +389,8 @@ class JctModel:
         key = (id(menu), k, t)
         placement = self._tile_placements.get(key)
         if placement is None:
-            if len(self._tile_placements) >= _PLACEMENT_CACHE_LIMIT:
-                self._tile_placements.clear()
-            placement = tiling(self.cluster).placement(menu.placements[k], t)
-            self._tile_placements[key] = placement
+            placement = self._tile_placements.put(
+                key, tiling(self.cluster).placement(menu.placements[k], t))
         return placement
 
     def _tile_state(self, menu: FootprintMenu, local: int) -> TileState:
@@ -421,9 +409,7 @@ class JctModel:
             score = np.where(free, np.round(-broken - WORKER_PENALTY * menu.workers, 9), -np.inf)
             state = TileState(free, broken, float(weights.sum()), score,
                               *menu.best_per_degree(score))
-            if len(self._tile_states) >= _TILE_STATE_CACHE_LIMIT:
-                self._tile_states.clear()
-            self._tile_states[key] = state
+            self._tile_states.put(key, state)
         return state
 
     def _tile_loss(self, mask: int, locals_: list[int]) -> float:
@@ -433,20 +419,16 @@ class JctModel:
         mostly did not change."""
         parts = self._tile_parts.get(mask)
         if parts is None:
-            if len(self._tile_parts) >= _PLACEMENT_CACHE_LIMIT:
-                self._tile_parts.clear()
-            parts = self._tile_parts[mask] = tuple(
-                (t, part) for t, part in enumerate(tiling(self.cluster).local_masks(mask)) if part)
+            parts = self._tile_parts.put(mask, tuple(
+                (t, part) for t, part in enumerate(tiling(self.cluster).local_masks(mask)) if part))
         lost = 0.0
         for t, part in parts:
             key = (part, locals_[t])
             broken = self._tile_broken.get(key)
             if broken is None:
-                if len(self._tile_broken) >= _PLACEMENT_CACHE_LIMIT:
-                    self._tile_broken.clear()
                 scorer = free_block_score(tiling(self.cluster).tile)
-                broken = self._tile_broken[key] = scorer.broken_by(part,
-                                                                   self._free_weights(locals_[t]))
+                broken = self._tile_broken.put(key, scorer.broken_by(
+                    part, self._free_weights(locals_[t])))
             lost += broken
         return lost
 
@@ -455,11 +437,9 @@ class JctModel:
         occupancy ``local`` (cached: a decision changes one or two tiles)."""
         weights = self._tile_weights.get(local)
         if weights is None:
-            if len(self._tile_weights) >= _TILE_STATE_CACHE_LIMIT:
-                self._tile_weights.clear()
             weights = free_block_score(tiling(self.cluster).tile).free_weights(local)
             weights.flags.writeable = False
-            self._tile_weights[local] = weights
+            self._tile_weights.put(local, weights)
         return weights
 
     def _live_plan(self, table: JobTable) -> tuple[tuple[int, ...], tuple]:
@@ -481,10 +461,8 @@ class JctModel:
     def _placed_jct(self, plan: FitPlan, choice) -> float:
         key = (plan.graph.fingerprint, plan.counts, plan.symmetry_key(choice))
         if key not in self._live_jct:
-            if len(self._live_jct) >= _PLACEMENT_CACHE_LIMIT:
-                self._live_jct.clear()
             placement = plan.placement(choice)
-            self._live_jct[key] = self.timing(plan.graph, plan.counts, placement).jct_ms
+            self._live_jct.put(key, self.timing(plan.graph, plan.counts, placement).jct_ms)
         return self._live_jct[key]
 
     # ----- timing ----------------------------------------------------------------------------

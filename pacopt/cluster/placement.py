@@ -25,6 +25,7 @@ from functools import cached_property
 
 from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.topology import Block, RampCluster, servers_of
+from pacopt.infra.bounded_cache import BoundedCache
 
 
 @dataclass(frozen=True)
@@ -82,20 +83,17 @@ class Placement:
             servers = tuple(block.servers for block in self.blocks)  # all the key depends on
             key = _CANONICAL.get((cluster, servers))
             if key is None:
-                if len(_CANONICAL) >= _CANONICAL_LIMIT:
-                    _CANONICAL.clear()
                 key = [len(block.servers) for block in self.blocks] + relabelled(self.blocks,
                                                                                    cluster)
-                key = _CANONICAL[cluster, servers] = hashlib.blake2b(
-                    repr(key).encode(), digest_size=12).hexdigest()
+                key = _CANONICAL.put((cluster, servers), hashlib.blake2b(
+                    repr(key).encode(), digest_size=12).hexdigest())
             self._keys[cluster] = key
         return self._keys[cluster]
 
 
 #: Canonical keys by (cluster, the blocks' servers): placements are rebuilt for every decision,
 #: their footprints recur (a pure function of the geometry, so the validator may share it).
-_CANONICAL: dict[tuple, str] = {}
-_CANONICAL_LIMIT = 100_000
+_CANONICAL = BoundedCache(100_000)
 
 
 def relabelled(blocks, cluster: RampCluster) -> list[int]:

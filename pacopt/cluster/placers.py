@@ -37,6 +37,7 @@ import numpy as np
 from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.placement import Placement
 from pacopt.cluster.topology import Block, RampCluster, mask_words, servers_of
+from pacopt.infra.bounded_cache import BoundedCache
 from pacopt.infra.errors import InputError
 from pacopt.infra.interrupt import out_of_time
 
@@ -106,21 +107,20 @@ def footprints(counts: tuple[int, ...], cluster: RampCluster,
 #: models ask for the same ones. Each is cleared when :data:`_CACHE_LIMIT` entries are held,
 #: and a result of more than :data:`_CACHE_MAX_ITEMS` footprints (a large untiled cluster's) is
 #: not kept: its placements would hold a block per op for each.
-_FOOTPRINTS: dict[tuple, tuple[dict[int, Block], ...]] = {}
-_FOOTPRINT_PLACEMENTS: dict[tuple, tuple[Placement, ...]] = {}
 _CACHE_LIMIT = 256
 _CACHE_MAX_ITEMS = 4096
+_FOOTPRINTS = BoundedCache(_CACHE_LIMIT)  # -> tuple[dict[int, Block], ...]
+_FOOTPRINT_PLACEMENTS = BoundedCache(_CACHE_LIMIT)  # -> tuple[Placement, ...]
 
 
-def _cached(store: dict, key, make):
-    """``store[key]``, made by ``make()`` when missing (an exception caches nothing)."""
+def _cached(store: BoundedCache, key, make):
+    """``store[key]``, made by ``make()`` when missing and kept unless it is too large (an
+    exception keeps nothing)."""
     found = store.get(key)
     if found is None:
         found = make()
         if len(found) <= _CACHE_MAX_ITEMS:
-            if len(store) >= _CACHE_LIMIT:
-                store.clear()
-            store[key] = found
+            store.put(key, found)
     return found
 
 

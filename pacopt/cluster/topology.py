@@ -18,6 +18,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+from pacopt.infra.bounded_cache import BoundedCache
 from pacopt.infra.errors import InputError
 
 DIAGONAL = -1  # the third entry of a diagonal shape (the reference writes (m, m, -1))
@@ -140,21 +141,17 @@ class RampCluster:
             return cache[key]
         except KeyError:
             pass
-        if len(cache) >= _FREE_BLOCK_CACHE_LIMIT:
-            cache.clear()
         blocks = self._blocks_of.get(m)
         if blocks is None:
             blocks = self._register(m)
         index, span = self._first_free.get(m, (None, None))
         if index is not None:  # a large cluster: count busy servers per block, incrementally
-            found = cache[key] = index.first(occupied, span)
-        else:
-            found = cache[key] = next((b for b in blocks if not b.mask & occupied), None)
-        return found
+            return cache.put(key, index.first(occupied, span))
+        return cache.put(key, next((b for b in blocks if not b.mask & occupied), None))
 
     @cached_property
-    def _free_blocks(self) -> dict[tuple[int, int], Block | None]:
-        return {}
+    def _free_blocks(self) -> BoundedCache:
+        return BoundedCache(_FREE_BLOCK_CACHE_LIMIT)  # (m, occupancy) -> Block | None
 
     @cached_property
     def _blocks_of(self) -> dict[int, tuple[Block, ...]]:

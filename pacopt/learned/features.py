@@ -40,6 +40,7 @@ from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.policies import Decision
 from pacopt.cluster.settings import ModelSettings
 from pacopt.cluster.topology import RampCluster, servers_of
+from pacopt.infra.bounded_cache import BoundedCache
 
 MAX_NODES = 256
 MAX_EDGES = 512
@@ -172,7 +173,7 @@ class _BlockCounter:
             # per server, the blocks of the ``after`` sizes holding it
             self._after_holding = [held[after_blocks[held]] for held in self._index.holding]
             self._last: tuple[tuple[int, ...], np.ndarray] | None = None
-            self._touched_by: dict[int, np.ndarray] = {}
+            self._touched_by = BoundedCache(_TOUCHED_CACHE_LIMIT)  # footprint -> its blocks
 
     def free_share(self, m: int, occupied: list[int]) -> float:
         """Share of the size-``m`` blocks that are wholly free under ``occupied[0]``; on wide
@@ -221,11 +222,9 @@ class _BlockCounter:
         candidates' footprints come back decision after decision)."""
         found = self._touched_by.get(mask)
         if found is None:
-            if len(self._touched_by) >= _TOUCHED_CACHE_LIMIT:
-                self._touched_by.clear()
             held = [self._after_holding[server] for server in servers_of(mask)]
-            found = self._touched_by[mask] = (np.unique(np.concatenate(held)) if held
-                                              else np.zeros(0, dtype=np.int64))
+            found = self._touched_by.put(mask, np.unique(np.concatenate(held)) if held
+                                         else np.zeros(0, dtype=np.int64))
         return found
 
 
