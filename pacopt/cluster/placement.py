@@ -43,6 +43,17 @@ class Placement:
             mask |= block.mask
         return mask
 
+    @classmethod
+    def of(cls, blocks: tuple[Block, ...], distinct) -> Placement:
+        """The placement of ``blocks`` (one per op), its mask taken from ``distinct``, the few
+        different blocks among them, instead of from every op's."""
+        placement = cls(blocks)
+        mask = 0
+        for block in distinct:
+            mask |= block.mask
+        placement.__dict__["mask"] = mask  # the cached property's value
+        return placement
+
     @property
     def num_workers(self) -> int:
         return self.mask.bit_count()

@@ -183,11 +183,7 @@ def footprint_placements(graph: JobGraph, counts: tuple[int, ...], cluster: Ramp
     def make() -> tuple[Placement, ...]:
         out = []
         for chosen in footprints(counts, cluster, deadline):
-            placement = Placement(tuple(chosen[m] for m in counts))
-            union = 0
-            for block in chosen.values():
-                union |= block.mask
-            placement.__dict__["mask"] = union  # its cached mask, from the few blocks chosen
+            placement = Placement.of(tuple(chosen[m] for m in counts), chosen.values())
             if placement.fits_memory(graph, cluster.worker_memory):
                 out.append(placement)
         return tuple(out)

@@ -119,9 +119,5 @@ class Tiling:
         # ops share a few blocks: translate each distinct one once, then look them up by identity
         distinct = {id(block): block for block in placement.blocks}
         copies = {key: self.block(block, t) for key, block in distinct.items()}
-        out = Placement(tuple([copies[id(block)] for block in placement.blocks]))
-        mask = 0
-        for block in copies.values():
-            mask |= block.mask
-        out.__dict__["mask"] = mask  # its cached mask, from the distinct blocks
-        return out
+        return Placement.of(tuple([copies[id(block)] for block in placement.blocks]),
+                            copies.values())
