@@ -2,9 +2,11 @@
 
     python benchmarks/bench_fresh.py [--placement best-fit] [--seeds 20] [--teacher-seeds 4]
                                      [--workers 2] [--checkpoint PATH] [--cluster CxRxS]
-                                     [--methods M,...] [--out FILE.json]
+                                     [--preset ddls|physical] [--methods M,...]
+                                     [--out FILE.json]
 
-The paper workload (ddls, 1001 jobs, 4x4x2, horizon 1e6 ms) of each distribution A-D on the
+The paper workload (ddls unless ``--preset``, 1001 jobs, 4x4x2, horizon 1e6 ms) of each
+distribution A-D on the
 fresh seeds ``pacopt.cluster.paper_workload.FRESH_SEEDS`` (20000-20019: never used to train,
 tune, select or decide what ships), under one placer. Methods: ``pac-ml`` (online: the shipped
 checkpoints for the placer, or ``--checkpoint``), ``tuned`` (online, tuned for the placer),
@@ -48,25 +50,27 @@ METHODS = ("pac-ml", "tuned", "tuned@first-fit", "min-feasible", "para-max")
 TEACHER = "teacher (rollout over tuned)"
 
 
-def fresh_instance(dist: str, seed: int, cluster: tuple[int, int, int] | None):
-    """The paper's instance, on ``cluster`` (groups, racks, servers) at the paper's load per
-    server if given."""
+def fresh_instance(dist: str, seed: int, cluster: tuple[int, int, int] | None,
+                   preset: str = "ddls"):
+    """The paper's instance under ``preset``, on ``cluster`` (groups, racks, servers) at the
+    paper's load per server if given."""
     if cluster is None:
-        return paper_instance(dist, seed)
-    data = on_cluster(paper_instance_dict(dist, seed), cluster)
+        return paper_instance(dist, seed, preset=preset)
+    data = on_cluster(paper_instance_dict(dist, seed, preset=preset), cluster)
     name = "x".join(map(str, cluster))
-    return instance_from_dict(data, source=f"paper-{dist}-seed{seed}-{name}")
+    return instance_from_dict(data, source=f"paper-{dist}-seed{seed}-{name}-{preset}")
 
 
 def one_cell(task) -> tuple[str, str, int, float]:
     """Blocking rate of one (method, distribution, seed) under the placer, validated."""
-    label, dist, seed, placement, checkpoint, cluster = task
+    label, dist, seed, placement, checkpoint, cluster, preset = task
     from pacopt.solvers.api import check_placement, solve
 
-    instance = fresh_instance(dist, seed, cluster)
+    instance = fresh_instance(dist, seed, cluster, preset)
     method, _, placer = label.partition("@")
     if label == TEACHER:
-        rate = teacher_blocking(check_placement(instance, placement), dist, placement, cluster)
+        rate = teacher_blocking(check_placement(instance, placement), dist, placement, cluster,
+                                preset)
     else:
         solution = solve(instance, method, seed=0, placement=placer or placement,
                          checkpoint=checkpoint if method == "pac-ml" else None)
@@ -76,7 +80,8 @@ def one_cell(task) -> tuple[str, str, int, float]:
     return label, dist, seed, rate
 
 
-def teacher_blocking(instance, dist: str, placement: str, cluster=None) -> float:
+def teacher_blocking(instance, dist: str, placement: str, cluster=None,
+                     preset: str = "ddls") -> float:
     """The rollout teacher's episode, the teacher built as training builds it
     (:func:`pacopt.learned.train.teacher_chooser`, futures from training seeds of the same
     cluster), validated."""
@@ -85,8 +90,8 @@ def teacher_blocking(instance, dist: str, placement: str, cluster=None) -> float
     from pacopt.learned.train import teacher_chooser
     from pacopt.solvers.validate import validate
 
-    family = WorkloadFamily.paper((dist,), placement=placement, cluster=cluster)
-    rollout = teacher_chooser("rollout", dist, "ddls", family, seed=0, placer=placement).rollout
+    family = WorkloadFamily.paper((dist,), preset, placement=placement, cluster=cluster)
+    rollout = teacher_chooser("rollout", dist, preset, family, seed=0, placer=placement).rollout
     return validate(instance, play_rollout(instance, rollout)).blocking_rate
 
 
@@ -101,6 +106,7 @@ def main() -> int:
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--cluster", default=None, metavar="CxRxS",
                         help="a larger RAMP cluster, e.g. 8x8x4 (default the paper's 4x4x2)")
+    parser.add_argument("--preset", default="ddls", choices=("ddls", "physical"))
     parser.add_argument("--out", type=Path, default=None, help="also write the cells as JSON")
     args = parser.parse_args()
     if not 1 <= args.seeds <= len(FRESH_SEEDS) or not 0 <= args.teacher_seeds <= args.seeds:
@@ -113,9 +119,10 @@ def main() -> int:
     os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(SHARED))
     seeds = FRESH_SEEDS[:args.seeds]
     methods = [m for m in args.methods.split(",") if m]
-    tasks = [(m, d, s, args.placement, args.checkpoint, cluster) for d in PAPER_DISTRIBUTIONS
-             for s in seeds for m in methods]
-    tasks = [(TEACHER, d, s, args.placement, None, cluster) for d in PAPER_DISTRIBUTIONS
+    tasks = [(m, d, s, args.placement, args.checkpoint, cluster, args.preset)
+             for d in PAPER_DISTRIBUTIONS for s in seeds for m in methods]
+    tasks = [(TEACHER, d, s, args.placement, None, cluster, args.preset)
+             for d in PAPER_DISTRIBUTIONS
              for s in seeds[:args.teacher_seeds]] + tasks  # the slow ones first
     cells: dict[str, dict[str, dict[int, float]]] = {}
     with ProcessPoolExecutor(args.workers) as pool:
@@ -123,8 +130,8 @@ def main() -> int:
                                             unit="episode", desc="fresh seeds", disable=None):
             cells.setdefault(label, {}).setdefault(dist, {})[seed] = rate
     where = f", {args.cluster} at the paper's load per server" if cluster else ""
-    print(f"\nBlocking rate on fresh seeds {seeds[0]}-{seeds[-1]} (ddls, 1001 jobs{where}, "
-          f"{args.placement} unless @; mean ± sample std; teacher on the first "
+    print(f"\nBlocking rate on fresh seeds {seeds[0]}-{seeds[-1]} ({args.preset}, 1001 jobs"
+          f"{where}, {args.placement} unless @; mean ± sample std; teacher on the first "
           f"{args.teacher_seeds})\n")
     print("| method | " + " | ".join(PAPER_DISTRIBUTIONS) + " | mean |")
     print("|---" * (len(PAPER_DISTRIBUTIONS) + 2) + "|")

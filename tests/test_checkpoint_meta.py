@@ -239,3 +239,18 @@ def test_pac_ml_json_result_records_the_checkpoints_it_played(tmp_path, capsys):
         assert tuple(meta) == SUMMARY_KEYS and "config" not in meta
         assert meta == summary(read_metadata(CHECKPOINT_DIR / name))
     assert result["method"].endswith(".zip)")
+
+
+def test_without_a_checkpoint_for_the_placer_the_error_names_the_placers_shipped(tmp_path,
+                                                                               monkeypatch):
+    import pacopt.learned.agent as agent
+
+    monkeypatch.setattr(agent, "CHECKPOINT_DIR", tmp_path)
+    (tmp_path / "general-physical-compact.zip").write_bytes(b"")
+    assert agent.default_checkpoint("physical", "A", "compact").name == \
+        "general-physical-compact.zip"
+    with pytest.raises(InputError) as err:
+        agent.default_checkpoint("physical", "A", "best-fit")
+    assert "under placer 'best-fit' (shipped for --placement compact)" in str(err.value)
+    with pytest.raises(InputError, match=r"\(general-ddls\.zip\)"):
+        agent.default_checkpoint("ddls", None, "best-fit")

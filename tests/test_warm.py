@@ -102,8 +102,9 @@ def test_every_registered_online_method_is_a_warm_start(ddls):
 
 def test_exact_methods_add_the_shipped_agent_last(ddls):
     """The exact methods' warm starts include the learned agent where its preset has a shipped
-    checkpoint (ddls), and skip it where none is shipped (physical) or where the checkpoint
-    cannot play the instance (other degrees) instead of failing."""
+    checkpoint (ddls; physical under compact), and skip it where none is shipped (physical
+    under first fit) or where the checkpoint cannot play the instance (other degrees) instead
+    of failing."""
     from pacopt.formulations.warm import best_warm_start
     from pacopt.solvers.exact_runner import learned_policies
 
@@ -112,7 +113,11 @@ def test_exact_methods_add_the_shipped_agent_last(ddls):
     name, start = best_warm_start(ddls, agents)
     check_choice(ddls, start)
     assert name == agents[0].name and start
-    assert list(learned_policies(workload("physical", num_jobs=5).instance)) == []
+    physical = workload("physical", num_jobs=5).instance
+    assert list(learned_policies(physical)) == []
+    compact = replace(physical, model=replace(physical.model, placement="compact"))
+    assert [a.checkpoint.split("/")[-1] for a in learned_policies(compact)] == [
+        "general-physical-compact.zip"]
     other_degrees = replace(ddls.instance, model=replace(ddls.instance.model,
                                                          max_partitions_per_op=8))
     assert list(learned_policies(other_degrees)) == []

@@ -56,8 +56,12 @@ def default_checkpoint(preset: str = "ddls", distribution: str | None = None,
             path = CHECKPOINT_DIR / f"{name}-{preset}{suffix}.zip"
             if path.is_file():
                 return path
-    raise InputError(f"no shipped pac-ml checkpoint for preset '{preset}' "
-                     f"(general-{preset}.zip); train one with `pacopt train` and pass --checkpoint")
+    others = sorted(p.stem.removeprefix(f"general-{preset}-")
+                    for p in CHECKPOINT_DIR.glob(f"general-{preset}-*.zip"))
+    where = (f" under placer '{placer}' (shipped for --placement {', '.join(others)})"
+             if others else f" (general-{preset}.zip)")
+    raise InputError(f"no shipped pac-ml checkpoint for preset '{preset}'{where}; train one with "
+                     "`pacopt train` and pass --checkpoint")
 
 
 @lru_cache(maxsize=8)

@@ -82,6 +82,12 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            "and the regret term, a DAgger round, no PPO (37.5 min to its checkpoint)",
            {"placement": "best-fit", "warm_episodes": 8, "dagger_rounds": 1,
             "dagger_episodes": 2, "max_steps": 1, **_ROLLOUT_STUDENT, "minutes": 40.0}),
+    Recipe("general-physical-compact", "the best-fit recipe under the physical preset and "
+           "compact, its best placer: imitation of the rollout teacher over compact tuned, 8 "
+           "episodes of each distribution and a DAgger round, no PPO (90 min)",
+           {"preset": "physical", "placement": "compact", "warm_episodes": 8,
+            "dagger_rounds": 1, "dagger_episodes": 2, "max_steps": 1, **_ROLLOUT_STUDENT,
+            "minutes": 90.0}),
 ]}
 
 
