@@ -4,8 +4,10 @@ A checkpoint is a MaskablePPO ``.zip`` saved by :mod:`pacopt.learned.train`. The
 ``checkpoints/general-<preset>.zip`` (trained across the four beta distributions; beta is in the
 observation) and, where they beat it on seeds 10000-10004 (the held-out seeds, so for ``pac-ml``
 they are not strictly held out), per-distribution fine-tunes
-``checkpoints/<A|B|C|D>-<preset>.zip``; see ``checkpoints/README.md`` for how each was trained and
-how it scored. The agent plays deterministically: the most likely degree under the live mask.
+``checkpoints/<A|B|C|D>-<preset>.zip``, and agents trained under a placer other than first fit,
+``checkpoints/<name>-<preset>-<placer>.zip`` (``general-ddls-best-fit``,
+``general-physical-compact``); see ``checkpoints/README.md`` for how each was trained and how it
+scored. The agent plays deterministically: the most likely degree under the live mask.
 
 ``pac-ml`` is online: at each arrival it plays the fine-tune of the distribution the betas
 arrived so far look like (:class:`~pacopt.cluster.recognise.BetaRecogniser`), the general agent
