@@ -79,12 +79,12 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            steps=("A-ddls", "B-ddls", "C-ddls", "D-ddls")),
     Recipe("general-ddls-best-fit", "the shipped agent under best fit: imitation of the "
            "rollout teacher over best-fit tuned, 8 episodes of each distribution, soft targets "
-           "and the regret term, a DAgger round, no PPO (37.5 min to its checkpoint)",
+           "and the regret term, a DAgger round, no PPO (23 min to its checkpoint)",
            {"placement": "best-fit", "warm_episodes": 8, "dagger_rounds": 1,
             "dagger_episodes": 2, "max_steps": 1, **_ROLLOUT_STUDENT, "minutes": 40.0}),
     Recipe("general-physical-compact", "the best-fit recipe under the physical preset and "
            "compact, its best placer: imitation of the rollout teacher over compact tuned, 8 "
-           "episodes of each distribution and a DAgger round, no PPO (90 min)",
+           "episodes of each distribution and a DAgger round, no PPO (40 min to its checkpoint)",
            {"preset": "physical", "placement": "compact", "warm_episodes": 8,
             "dagger_rounds": 1, "dagger_episodes": 2, "max_steps": 1, **_ROLLOUT_STUDENT,
             "minutes": 90.0}),
