@@ -243,7 +243,7 @@ def test_pac_ml_json_result_records_the_checkpoints_it_played(tmp_path, capsys):
 
 def test_without_a_checkpoint_for_the_placer_the_error_names_the_placers_shipped(tmp_path,
                                                                                monkeypatch):
-    import pacopt.learned.agent as agent
+    from pacopt.learned import agent
 
     monkeypatch.setattr(agent, "CHECKPOINT_DIR", tmp_path)
     (tmp_path / "general-physical-compact.zip").write_bytes(b"")
