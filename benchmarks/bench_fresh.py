@@ -6,13 +6,12 @@
                                      [--out FILE.json]
 
 The paper workload (ddls unless ``--preset``, 1001 jobs, 4x4x2, horizon 1e6 ms) of each
-distribution A-D on the
-fresh seeds ``pacopt.cluster.paper_workload.FRESH_SEEDS`` (20000-20019: never used to train,
-tune, select or decide what ships), under one placer. Methods: ``pac-ml`` (online: the shipped
-checkpoints for the placer, or ``--checkpoint``), ``tuned`` (online, tuned for the placer),
-``tuned`` under first fit (the paper's setting), ``min-feasible`` and ``para-max``; and on the
-first ``--teacher-seeds`` seeds the agent's teacher itself, the rollout over ``tuned`` on
-sampled futures (:mod:`pacopt.cluster.rollout`; it is told the distribution, as in training,
+distribution A-D on the fresh seeds ``pacopt.cluster.paper_workload.FRESH_SEEDS``
+(20000-20019: never used to train, tune, select or decide what ships), under one placer.
+Methods: ``pac-ml`` (online: the shipped checkpoints for the preset and placer, or
+``--checkpoint``), ``tuned`` (online, tuned for them), ``tuned`` under first fit (the paper's
+setting), ``min-feasible`` and ``para-max``; and on the first ``--teacher-seeds`` seeds the
+agent's teacher itself, the rollout over ``tuned`` on sampled futures (:mod:`pacopt.cluster.rollout`; it is told the distribution, as in training,
 and takes minutes an episode). Prints mean ± sample std over the seeds, and per seed how often
 ``pac-ml`` blocks less / the same / more than each other method. Every number comes from a
 validated solution.
