@@ -11,10 +11,10 @@ distribution A-D on the fresh seeds ``pacopt.cluster.paper_workload.FRESH_SEEDS`
 Methods: ``pac-ml`` (online: the shipped checkpoints for the preset and placer, or
 ``--checkpoint``), ``tuned`` (online, tuned for them), ``tuned`` under first fit (the paper's
 setting), ``min-feasible`` and ``para-max``; and on the first ``--teacher-seeds`` seeds the
-agent's teacher itself, the rollout over ``tuned`` on sampled futures (:mod:`pacopt.cluster.rollout`; it is told the distribution, as in training,
-and takes minutes an episode). Prints mean ± sample std over the seeds, and per seed how often
-``pac-ml`` blocks less / the same / more than each other method. Every number comes from a
-validated solution.
+agent's teacher itself, the rollout over ``tuned`` on sampled futures
+(:mod:`pacopt.cluster.rollout`; it is told the distribution, as in training, and takes minutes
+an episode). Prints mean ± sample std over the seeds, and per seed how often ``pac-ml`` blocks
+less / the same / more than each other method. Every number comes from a validated solution.
 
 ``--cluster 8x8x4`` plays a larger RAMP cluster with the arrival rate scaled by its servers
 (8x8x4: 256 servers, 8 arrivals a second), so the load per server is the paper's.
