@@ -26,6 +26,7 @@ from pacopt.learned.checkpoint_meta import (
     KEYS,
     MEMBER,
     SUMMARY_KEYS,
+    format_of,
     read_metadata,
     set_metadata,
     summary,
@@ -59,7 +60,7 @@ def _copy_with(tmp_path: Path, name: str, **changes) -> Path:
 def test_shipped_checkpoints_have_complete_metadata(path):
     meta = read_metadata(path)
     assert meta is not None and tuple(meta) == KEYS
-    assert meta["format"] == CHECKPOINT_FORMAT
+    assert meta["format"] == format_of(meta["config"])  # 1: the table of degrees
     assert re.fullmatch(r"\d+\.\d+\.\d+ \(git [0-9a-f]{7,}(, modified)?\)", meta["code_version"])
     assert meta["recipe"] == path.stem and meta["recipe"] in RECIPES
     assert isinstance(meta["recipe_overrides"], dict)
@@ -89,7 +90,7 @@ def test_another_format_fails_in_one_line_another_code_version_loads(tmp_path, c
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err and "Traceback" not in err
     assert (f"checkpoint '{newer}' was written by pacopt 9.0.0 (git abcdef0) in checkpoint "
-            f"format {CHECKPOINT_FORMAT + 1}; this pacopt reads format {CHECKPOINT_FORMAT}") in err
+            f"format {CHECKPOINT_FORMAT + 1}; this pacopt reads formats 1, 2") in err
     assert "pacopt train --recipe A-ddls" in err and not (tmp_path / "r.json").exists()
     # the same format written by other code loads; so does a file without metadata
     other = _copy_with(tmp_path, "other.zip", code_version="0.0.1 (git 1234567)")
@@ -108,7 +109,7 @@ def test_another_format_fails_in_one_line_another_code_version_loads(tmp_path, c
     shutil.copy(newer, run / "latest.zip")
     (run / "run.json").write_text(json.dumps({"config": {}, "seconds": 0, "best_score": None}))
     with pytest.raises(InputError, match=re.escape(
-            f"format {CHECKPOINT_FORMAT + 1}; this pacopt reads format {CHECKPOINT_FORMAT}")):
+            f"format {CHECKPOINT_FORMAT + 1}; this pacopt reads formats 1, 2")):
         read_run_state(run)
 
 

@@ -174,15 +174,17 @@ class LearnedPolicy:
         key = (cluster, settings)
         if key not in self._observers:
             observer = Observer(*key)
-            mine = {k: v.shape for k, v in observer.observation_space().spaces.items()}
             for dist, policy in self.policies.items():
                 path = self.paths[dist]
+                mine = _shapes(observer.observation_space(), policy)
+                theirs = _shapes(policy.observation_space, policy)
                 expected = policy.observation_space["actions"].shape
-                if observer.observation_space()["actions"].shape != expected:
+                if (mine["actions"] != theirs["actions"]
+                        and mine["actions"][-1:] == theirs["actions"][-1:]):
                     raise InputError(f"checkpoint '{path}' was trained for degrees "
                                      f"0..{expected[0] - 1}; this instance allows "
-                                     f"0..{observer.num_actions - 1}")
-                theirs = {k: v.shape for k, v in policy.observation_space.spaces.items()}
+                                     f"0..{observer.num_actions - 1} (a checkpoint with "
+                                     "degree features plays any; this one has a table)")
                 if mine != theirs:
                     differ = sorted(k for k in mine.keys() | theirs.keys()
                                     if mine.get(k) != theirs.get(k))
@@ -214,6 +216,15 @@ class LearnedPolicy:
         a file written before checkpoints had metadata."""
         return {"checkpoints": {Path(path).name: _summary(path)
                                 for path in self.played if path != _IN_MEMORY}}
+
+
+def _shapes(space, policy) -> dict:
+    """The observation's shapes as ``policy`` needs them: with degree features any number of
+    degrees (rows of ``actions``) will do, so only the row's length counts."""
+    shapes = {k: v.shape for k, v in space.spaces.items()}
+    if policy.features_extractor.degree_features:
+        shapes["actions"] = shapes["actions"][1:]
+    return shapes
 
 
 @lru_cache(maxsize=8)

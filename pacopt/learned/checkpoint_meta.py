@@ -6,7 +6,8 @@ sb3's loader reads only ``data`` and the ``.pth`` members, and
 :func:`~pacopt.infra.checkpoint.check_checkpoint` only requires its own, so the member travels
 with the file through ``MaskablePPO.load``, copies and downloads. Its keys:
 
-- ``format``: the checkpoint format, :data:`CHECKPOINT_FORMAT` when it was written. It is bumped
+- ``format``: the checkpoint format, the network's layout (:func:`format_of`): 1 with the
+  learned table of degrees, :data:`CHECKPOINT_FORMAT` (2) with degree features. It is bumped
   whenever the observations or the network's layout change, so that a checkpoint the current
   code cannot play fails on load with one line saying so (:func:`check_format`) rather than with
   a tensor-shape error deep in torch;
@@ -46,7 +47,10 @@ from pacopt.infra.safe_write import write_atomically
 
 #: The current checkpoint format: bump it when the observations or the network's layout change
 #: (and retrain the shipped checkpoints with ``pacopt train --recipe NAME``).
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
+#: The formats this pacopt plays: 1, the layout with the learned table of degrees 0..16
+#: (``--degree-table``), and 2, with the degrees' features (:mod:`pacopt.learned.gnn`).
+READ_FORMATS = (1, 2)
 #: The member of the ``.zip`` that holds the metadata.
 MEMBER = "pacopt.json"
 #: The most a metadata member may hold (it is a few kB).
@@ -96,13 +100,19 @@ def run_metadata(state: dict, timesteps: int) -> dict:
     :func:`pacopt.learned.train.train` keeps it and ``run.json`` records it: ``config``,
     ``best_score``, ``rounds``, ``recipe``, ``recipe_overrides``) and PPO's step count."""
     config = state["config"]
-    return {"format": CHECKPOINT_FORMAT, "code_version": code_version(),
+    return {"format": format_of(config), "code_version": code_version(),
             "recipe": state.get("recipe"), "recipe_overrides": state.get("recipe_overrides") or {},
             "config": config,
             "seeds": {"training": config.get("seed"),
                       "validation": list(config.get("validation_seeds", []))},
             "rounds": int(state.get("rounds", 0)), "timesteps": int(timesteps),
             "validation": state.get("best_score"), "trained_at": now_utc()}
+
+
+def format_of(config: dict) -> int:
+    """The format of a checkpoint trained with ``config`` (``run.json``'s settings): 1 with the
+    table of degrees, which pacopt before format 2 plays too; 2 with degree features."""
+    return CHECKPOINT_FORMAT if config.get("degree_features", False) else 1
 
 
 def embed_metadata(path: str | Path, metadata: dict) -> None:
@@ -176,15 +186,15 @@ def check_format(path: str | Path, what: str = "checkpoint") -> dict | None:
     the code that wrote it, both formats and the recipe that rebuilds it. No metadata: None (an
     older file, whose spaces the loaders still check)."""
     meta = read_metadata(path, what)
-    if meta is None or meta["format"] == CHECKPOINT_FORMAT:
+    if meta is None or meta["format"] in READ_FORMATS:
         return meta
     recipe = meta.get("recipe")
     rebuild = (f"pacopt train --recipe {recipe}" if isinstance(recipe, str) and recipe
                else "pacopt train, with its settings")
     newer = "upgrade pacopt or " if meta["format"] > CHECKPOINT_FORMAT else ""
     raise InputError(f"{what} '{path}' was written by pacopt {meta.get('code_version', 'unknown')}"
-                     f" in checkpoint format {meta['format']}; this pacopt reads format "
-                     f"{CHECKPOINT_FORMAT}: {newer}retrain it ({rebuild})")
+                     f" in checkpoint format {meta['format']}; this pacopt reads formats "
+                     f"{', '.join(map(str, READ_FORMATS))}: {newer}retrain it ({rebuild})")
 
 
 #: The policy class and the name a pacopt agent checkpoint is checked as.

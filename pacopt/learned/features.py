@@ -59,6 +59,9 @@ BETA_BINS = (0.0, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0)
 _BETA_EDGES = np.array(BETA_BINS)
 GLOBAL_DIM = 10 + len(BLOCK_SIZES) + 2 * NEXT_COMPLETIONS + 1 + len(BETA_BINS) + 1
 ACTION_DIM = 12 + len(AFTER_SIZES)
+#: The degree column's scale: degree / DEGREE_SCALE, the same number for a degree whatever the
+#: cluster's largest (16, the paper's, gives the 0..1 the first checkpoints were trained on).
+DEGREE_SCALE = 16
 
 
 def _log(x: float, decades: float) -> float:
@@ -330,7 +333,7 @@ class Observer:
         degrees = np.arange(self.num_actions)
         out[:, 0] = decision.worthwhile_mask()
         out[0, 1] = 1.0
-        out[:, 2] = degrees / (self.num_actions - 1)
+        out[:, 2] = degrees / DEGREE_SCALE
         out[1:, 3] = np.where(table.placed[1:], table.workers[1:], 0) / n
         # defaults: what the cluster looks like if the job is not placed
         out[:, 7] = out[:, 8] = 1.0

@@ -8,7 +8,12 @@ Forward pass over a batch of observations (:mod:`pacopt.learned.features`):
 2. **Context.** The graph embedding joined with the job and cluster features, through an MLP.
 3. **Actor.** One shared MLP scores each degree from [context, that degree's features] (the
    live first-fit outcome); the scores are the action logits, masked by MaskablePPO. Sharing the
-   head across degrees is what lets a few minutes of training generalise over 17 actions. With
+   head across degrees is what lets a few minutes of training generalise over 17 actions. Each
+   degree's row also gets a vector of the degree itself: with ``degree_features`` (new
+   checkpoints) an MLP of the degree's features (:func:`degree_features`: reject or not, its
+   log2 and share of 16, power of two, even), so that one network scores any number of degrees
+   (a cluster allowing 32 partitions per op plays a checkpoint trained on 16); without it (the
+   checkpoints trained before) a learned table of 17 entries, one per degree 0..16. With
    ``spill`` (new checkpoints; older ones were built without it) each degree's row also gets
    whether, and by how much, its live footprint exceeds its footprint on an empty cluster: an
    unsplit op that first-fit puts on a server outside the job's block. Such a placement can tip
@@ -33,6 +38,11 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.utils import obs_as_tensor
 from torch import nn
 from torch_geometric.nn import GINEConv, global_max_pool, global_mean_pool
+
+from pacopt.learned.features import DEGREE_SCALE
+
+#: Length of :func:`degree_features`' rows.
+DEGREE_FEATURES = 6
 
 
 def _mlp(sizes: list[int], last_activation: bool = True) -> nn.Sequential:
@@ -84,18 +94,25 @@ class DegreeScorer(BaseFeaturesExtractor):
     """Observation -> [one logit per degree | context] (see the module doc)."""
 
     def __init__(self, observation_space: spaces.Dict, graph_dim: int = 32, context_dim: int = 64,
-                 hidden: int = 64, degree_dim: int = 8, spill: bool = False):
+                 hidden: int = 64, degree_dim: int = 8, spill: bool = False,
+                 degree_features: bool = False):
         num_actions, action_dim = observation_space["actions"].shape
         super().__init__(observation_space, features_dim=num_actions + context_dim)
         self.spill = spill
+        self.degree_features = degree_features
         self.num_actions = num_actions
         self.encoder = GraphEncoder(observation_space["node_x"].shape[1],
                                     observation_space["edge_x"].shape[1], hidden, graph_dim)
         global_dim = observation_space["globals"].shape[0]
         self.context = _mlp([graph_dim + global_dim, hidden, context_dim])
         # a learned vector per degree: "prefer 6 when ..." is then a bias, not a bump to carve
-        # out of the scalar d / max with ReLUs
-        self.degree_embedding = nn.Embedding(num_actions, degree_dim)
+        # out of the scalar d / 16 with ReLUs; from the degree's features, or (older
+        # checkpoints) from a table of this space's degrees
+        if degree_features:
+            self.degree_encoder = _mlp([DEGREE_FEATURES, 2 * degree_dim, degree_dim],
+                                       last_activation=False)
+        else:
+            self.degree_embedding = nn.Embedding(num_actions, degree_dim)
         self.scorer = _mlp([context_dim + action_dim + degree_dim + 2 * spill, hidden, hidden, 1],
                            last_activation=False)
         self._cache: dict[tuple, torch.Tensor] = {}
@@ -150,19 +167,20 @@ class DegreeScorer(BaseFeaturesExtractor):
         cache, and the head traced by TorchScript once (it runs the same operations with half
         the per-operation overhead of eager mode, the bulk of a call this small). The traced
         head holds the modules themselves, so it sees every later update of their weights."""
-        device = self.degree_embedding.weight.device
+        device = self.scorer[0].weight.device
+        num_actions = len(obs["actions"])  # this instance's degrees (any, with degree features)
         if self.training or torch.is_grad_enabled():
             batch = {k: torch.from_numpy(v[None]).to(device) for k, v in obs.items()}
-            return self(batch)[0, :self.num_actions]
+            return self(batch)[0, :num_actions]
         embedding = self._cache.get(tuple(obs["graph_sig"].tolist()))
         if embedding is None:  # a graph not seen since the weights last changed
             embedding = self.embed_graphs({k: torch.from_numpy(v[None]).to(device)
                                            for k, v in obs.items()})[0]
         inputs = (embedding.unsqueeze(0), torch.from_numpy(obs["globals"][None]).to(device),
                   torch.from_numpy(obs["actions"][None]).to(device))
-        head = self._traced.get("head")
+        head = self._traced.get(num_actions)  # a trace holds its shapes: one per degree count
         if head is None:
-            head = self._traced["head"] = _traced(self._head, inputs)
+            head = self._traced[num_actions] = _traced(self._head, inputs)
         return head(*inputs)[0][0]
 
 
@@ -187,8 +205,9 @@ class _Head(nn.Module):
 
     def __init__(self, scorer: DegreeScorer):
         super().__init__()
-        self.context, self.scorer = scorer.context, scorer.scorer
-        self.degree_embedding, self.spill = scorer.degree_embedding, scorer.spill
+        self.context, self.scorer, self.spill = scorer.context, scorer.scorer, scorer.spill
+        self.degree_encoder = scorer.degree_encoder if scorer.degree_features else None
+        self.degree_embedding = None if scorer.degree_features else scorer.degree_embedding
 
     def forward(self, embedding: torch.Tensor, globals_: torch.Tensor,
                 actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -196,9 +215,27 @@ class _Head(nn.Module):
         if self.spill:
             actions = torch.cat([actions, spill_features(actions)], 2)
         batch, num_actions = actions.shape[:2]
-        degrees = self.degree_embedding.weight.unsqueeze(0).expand(batch, -1, -1)
+        if self.degree_encoder is not None:
+            table = self.degree_encoder(degree_features(num_actions, actions.device))
+        else:
+            table = self.degree_embedding.weight
+        degrees = table.unsqueeze(0).expand(batch, -1, -1)
         joined = torch.cat([context.unsqueeze(1).expand(-1, num_actions, -1), actions, degrees], 2)
         return self.scorer(joined).squeeze(-1), context
+
+
+def degree_features(num_actions: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """One row per degree 0..num_actions-1 (0 = reject), DEGREE_FEATURES numbers each that
+    mean the same on any cluster: [reject, log2(d) / 4, d / DEGREE_SCALE, d a power of two,
+    d even, the fractional part of log2(d)] (the last ties 3, 6, 12, 24: three equal parts)."""
+    d = torch.arange(num_actions, dtype=torch.float32, device=device)
+    log = torch.log2(d.clamp_min(1.0))
+    frac = log - torch.floor(log + 1e-6)
+    positive = (d >= 1).float()
+    return torch.stack([1.0 - positive, log / 4, d / DEGREE_SCALE,
+                        positive * (frac.abs() < 1e-6).float(),
+                        positive * (torch.remainder(d, 2) == 0).float(),
+                        positive * frac.clamp_min(0.0)], 1)
 
 
 def spill_features(actions: torch.Tensor) -> torch.Tensor:

@@ -32,7 +32,8 @@ class Recipe:
     name: str
     summary: str
     #: TrainConfig field -> value (the values the flags give: ``distributions`` a tuple,
-    #: ``spill`` a bool, ``teacher`` "" for none); ``{out}`` in a text is ``--out``.
+    #: ``spill`` a bool, ``teacher`` "" for none); ``{out}`` in a text is ``--out``. Recipes
+    #: of checkpoints trained with the table of degrees say ``degree_features: False``.
     settings: dict = field(default_factory=dict)
     #: Recipes run first, each into ``--out``/<its name>; this one then runs into
     #: ``--out``/<its name> too. Empty: this recipe's run goes into ``--out`` itself.
@@ -55,7 +56,7 @@ def _teacher_514ca14(dist: str, episodes: int) -> Recipe:
                   f"beta-{dist} recipe (rollout teacher, {episodes} episodes and a DAgger round, "
                   "no spill features; 20 min)",
                   {"distributions": (dist,), "teacher": "rollout", "warm_episodes": episodes,
-                   "spill": False, "envs": 1, "minutes": 20.0})
+                   "spill": False, "degree_features": False, "envs": 1, "minutes": 20.0})
 
 
 #: The recipes by name: those of the shipped checkpoints (``A-ddls``, ``C-ddls``,
@@ -65,29 +66,30 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
     Recipe("A-ddls", "the shipped beta-A fine-tune: imitation of the rollout teacher on 24 "
            "episodes, soft targets and the regret term, without spill features (20 min)",
            {"distributions": ("A",), "warm_episodes": 24, "dagger_rounds": 0, "spill": False,
-            **_ROLLOUT_STUDENT}),
+            "degree_features": False, **_ROLLOUT_STUDENT}),
     _teacher_514ca14("B", 8),
     Recipe("C-ddls", "the shipped beta-C fine-tune: the A recipe with the spill features on 30 "
            "rollout-teacher episodes and one DAgger round of 10 (20 min)",
            {"distributions": ("C",), "warm_episodes": 30, "dagger_rounds": 1,
-            "dagger_episodes": 10, **_ROLLOUT_STUDENT}),
+            "dagger_episodes": 10, "degree_features": False, **_ROLLOUT_STUDENT}),
     _teacher_514ca14("D", 7),
     Recipe("general-ddls", "the shipped general agent: trains the four per-distribution "
            "recipes, then distils them (4 episodes each and a DAgger round; about 92 min in all)",
            {"teacher": "agent:{out}/{dist}-ddls/best.zip", "warm_episodes": 4, "envs": 2,
-            "minutes": 12.0},
+            "degree_features": False, "minutes": 12.0},
            steps=("A-ddls", "B-ddls", "C-ddls", "D-ddls")),
     Recipe("general-ddls-best-fit", "the shipped agent under best fit: imitation of the "
            "rollout teacher over best-fit tuned, 8 episodes of each distribution, soft targets "
-           "and the regret term, a DAgger round, no PPO (23 min to its checkpoint)",
+           "and the regret term, a DAgger round, no PPO; degree features (24 min to its "
+           "checkpoint)",
            {"placement": "best-fit", "warm_episodes": 8, "dagger_rounds": 1,
             "dagger_episodes": 2, "max_steps": 1, **_ROLLOUT_STUDENT, "minutes": 40.0}),
     Recipe("general-physical-compact", "the best-fit recipe under the physical preset and "
            "compact, its best placer: imitation of the rollout teacher over compact tuned, 8 "
            "episodes of each distribution and a DAgger round, no PPO (40 min to its checkpoint)",
            {"preset": "physical", "placement": "compact", "warm_episodes": 8,
-            "dagger_rounds": 1, "dagger_episodes": 2, "max_steps": 1, **_ROLLOUT_STUDENT,
-            "minutes": 90.0}),
+            "dagger_rounds": 1, "dagger_episodes": 2, "max_steps": 1, "degree_features": False,
+            **_ROLLOUT_STUDENT, "minutes": 90.0}),
 ]}
 
 

@@ -733,7 +733,8 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print,
     ray_address(ray)  # a --ray address with nothing there: one line now, not after the set-up
     if config.init and not resume:  # the network takes the shape of the one it starts from
         initial = load_checkpoint(str(Path(config.init).resolve()))
-        config = replace(config, spill=initial.features_extractor.spill)
+        extractor = initial.features_extractor
+        config = replace(config, spill=extractor.spill, degree_features=extractor.degree_features)
     created = False
     if resume:
         state = read_run_state(out)

@@ -160,6 +160,10 @@ class TrainConfig:
         minimum=0, error=_TARGET_ERROR)
     spill: bool = _option(True, "--no-spill", "build the network without its spill features "
                           "(as checkpoints trained before they existed)", switch_off=True)
+    degree_features: bool = _option(True, "--degree-table", "give the network a learned table "
+                                    "of the degrees 0..16 instead of the degrees' features (as "
+                                    "checkpoints trained before 2026-11-28; it then plays no "
+                                    "cluster allowing other degrees)", switch_off=True)
     learning_rate: float = 1e-4
     n_steps: int = 512
     batch_size: int = 256
@@ -191,7 +195,8 @@ class TrainConfig:
 
     def policy_kwargs(self) -> dict:
         """What :class:`~pacopt.learned.gnn.DegreePolicy` is built with."""
-        return {"features_extractor_kwargs": {"spill": self.spill}}
+        return {"features_extractor_kwargs": {"spill": self.spill,
+                                              "degree_features": self.degree_features}}
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -271,6 +276,7 @@ def resumed_config(state: dict, given: dict) -> TrainConfig:
     flags of :data:`RESUME_OVERRIDES` taken from ``given`` (the flags on the command line). A
     different value given for any other setting is an :class:`InputError`."""
     recorded = _recorded_fields(state["config"], "--resume: run.json")
+    recorded.setdefault("degree_features", False)  # recorded before the field: the table
     options = {f.name: f.metadata["option"].flag for f in fields(TrainConfig)
                if "option" in f.metadata}
     for name, value in given.items():
