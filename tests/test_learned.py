@@ -331,15 +331,17 @@ def test_an_older_curve_is_widened_once(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--minutes", "-1"], "--minutes must be"),
-    (["--dagger-rounds", "-1"], "--dagger-rounds >= 0"),
+    (["--dagger-rounds", "-1"], "--dagger-rounds and --improve-keep >= 0"),
     (["--warm-epochs", "0"], "--warm-epochs must be >= 1"),
     (["--dagger-episodes", "0"], "--improve-horizon and --warm-epochs must be >= 1"),
     (["--label-every", "0"], "--improve-horizon and --warm-epochs must be >= 1"),
     (["--improve-futures", "0"], "--improve-horizon and --warm-epochs must be >= 1"),
+    (["--improve-keep", "-1"], "--dagger-rounds and --improve-keep >= 0"),
     (["--jobs", "0"], "--improve-horizon and --warm-epochs must be >= 1"),
     (["--cluster", "8x8"], "--cluster must be GROUPSxRACKSxSERVERS"),
     (["--teacher-temperature", "0"], "--teacher-temperature must be a finite number > 0"),
-    (["--regret-weight", "nan"], "--regret-weight a finite number >= 0"),
+    (["--regret-weight", "nan"], "--regret-weight and --improve-margin finite numbers >= 0"),
+    (["--improve-margin", "-1"], "--regret-weight and --improve-margin finite numbers >= 0"),
     (["--resume"], "no checkpoint to resume"),
 ])
 def test_train_command_bad_input_is_one_line_exit_2(tmp_path, capsys, args, message):

@@ -1,11 +1,11 @@
-"""plot_training_curve: a checkpoint's training curve, from its CSV or its frame."""
+"""plot_training_curve and plot_rounds: a training run's curve, from its CSV or its frame."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from pacopt.analysis import plot_training_curve
+from pacopt.analysis import plot_rounds, plot_training_curve
 from pacopt.infra.errors import InputError
 from pacopt.learned.agent import CHECKPOINT_DIR
 
@@ -61,3 +61,20 @@ def test_bad_curve_is_an_input_error(tmp_path):
         plot_training_curve(CURVE, window=0)
     with pytest.raises(InputError, match="blocking_rate"):
         plot_training_curve(CURVE.drop(columns="blocking_rate"))
+
+
+def test_rounds_are_the_validation_rows_of_the_imitation_rounds(tmp_path):
+    curve = pd.DataFrame({"kind": ["validation", "validation", "validation", "validation"],
+                          "steps": [0, 0, 0, 64], "seconds": [60, 180, 300, 310],
+                          "blocking_rate": [0.27, 0.20, 0.15, 0.15]})
+    path = tmp_path / "pi.curve.csv"
+    curve.to_csv(path, index=False)
+    fig = plot_rounds(path, reference={"tuned": 0.148})
+    drawn = lines(fig)
+    rounds = drawn["validation after the round (deterministic policy)"]
+    assert list(rounds.get_xdata()) == [0, 1, 2]  # PPO's row (steps 64) is no round
+    assert list(rounds.get_ydata()) == [0.27, 0.20, 0.15]
+    assert [t.get_text() for t in fig.axes[0].texts] == ["1 min", "3 min", "5 min"]
+    assert list(drawn["tuned"].get_ydata()) == [0.148, 0.148]
+    with pytest.raises(InputError, match="blocking_rate"):
+        plot_rounds(curve.drop(columns="blocking_rate"))

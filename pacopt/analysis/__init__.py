@@ -42,6 +42,7 @@ from pacopt.analysis.plots import (
     plot_degree_table,
     plot_degree_vs_beta,
     plot_gap_vs_jobs,
+    plot_rounds,
     plot_training_curve,
     plot_utilisation,
     study_plots,

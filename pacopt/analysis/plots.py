@@ -286,19 +286,9 @@ def plot_training_curve(curve: pd.DataFrame | str | Path, title: str | None = No
     with its rolling mean over ``window`` episodes, the deterministic policy's mean blocking on the
     validation seeds (markers), and a dashed line per ``reference`` entry (label -> blocking, e.g.
     a baseline's on the same seeds). A missing or malformed file is an :class:`InputError`."""
-    if not isinstance(curve, pd.DataFrame):
-        path = Path(curve)
-        if not path.is_file():
-            raise InputError(f"training curve '{path}' not found")
-        try:
-            curve = pd.read_csv(path)
-        except (ValueError, UnicodeDecodeError) as err:  # pandas' parse errors are ValueErrors
-            raise InputError(f"training curve '{path}' is not a CSV: {err}") from None
+    curve = _read_curve(curve)
     if window < 1:
         raise InputError(f"window must be >= 1 episode, not {window}")
-    missing = {"kind", "steps", "blocking_rate"} - set(curve.columns)
-    if missing:
-        raise InputError(f"training curve lacks column(s) {', '.join(sorted(missing))}")
     fig = Figure(figsize=(7.5, 4.0), layout="constrained")
     ax = fig.add_subplot()
     train = curve[curve["kind"] == "train"].sort_values("steps", kind="stable")
@@ -313,11 +303,58 @@ def plot_training_curve(curve: pd.DataFrame | str | Path, title: str | None = No
     if len(valid):
         ax.plot(valid["steps"], valid["blocking_rate"], "o-", color="C3", ms=6,
                 label="validation (deterministic policy)")
+    _curve_axes(ax, reference, "environment steps (one decision per arriving job)",
+                title or "Training curve")
+    return fig
+
+
+def plot_rounds(curve: pd.DataFrame | str | Path, title: str | None = None,
+                reference: dict[str, float] | None = None) -> Figure:
+    """The validation blocking after each imitation round of a training run (its
+    ``.curve.csv``, or the frame): the ``validation`` rows at PPO step 0, in the order written,
+    round 0 being the teacher's (for a run started with ``--init``, the start's own score),
+    each marked with the minutes since the start; a dashed line per ``reference`` entry (label
+    -> blocking on the same validation episodes). What policy iteration shows round after
+    round. A missing or malformed file is an :class:`InputError`."""
+    curve = _read_curve(curve)
+    rounds = curve[(curve["kind"] == "validation") & (curve["steps"] == 0)]
+    fig = Figure(figsize=(7.5, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot(range(len(rounds)), rounds["blocking_rate"], "o-", color="C3", ms=6,
+            label="validation after the round (deterministic policy)")
+    if "seconds" in rounds.columns:
+        for i, (blocking, seconds) in enumerate(zip(rounds["blocking_rate"], rounds["seconds"])):
+            ax.annotate(f"{seconds / 60:.0f} min", (i, blocking), textcoords="offset points",
+                        xytext=(0, 7), ha="center", fontsize="x-small")
+    ax.set_xticks(range(len(rounds)))
+    _curve_axes(ax, reference, "round (0 = the teacher's)",
+                title or "Validation round after round")
+    return fig
+
+
+def _curve_axes(ax, reference: dict[str, float] | None, xlabel: str, title: str) -> None:
+    """A training plot's dashed reference lines (label -> blocking), labels, legend and grid."""
     for i, (label, blocking) in enumerate((reference or {}).items()):
         ax.axhline(blocking, ls="--", lw=1.2, color=f"C{(i + 4) % 10}", label=label)
-    ax.set_xlabel("environment steps (one decision per arriving job)")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("blocking rate (lower is better)")
-    ax.set_title(title or "Training curve")
+    ax.set_title(title)
     ax.legend(fontsize="small", ncols=2, loc="upper center", bbox_to_anchor=(0.5, -0.17))
     ax.grid(alpha=0.3)
-    return fig
+
+
+def _read_curve(curve: pd.DataFrame | str | Path) -> pd.DataFrame:
+    """A training curve as a frame, from its CSV or the frame itself, with the columns the
+    plots need (one :class:`InputError` line otherwise)."""
+    if not isinstance(curve, pd.DataFrame):
+        path = Path(curve)
+        if not path.is_file():
+            raise InputError(f"training curve '{path}' not found")
+        try:
+            curve = pd.read_csv(path)
+        except (ValueError, UnicodeDecodeError) as err:  # pandas' parse errors are ValueErrors
+            raise InputError(f"training curve '{path}' is not a CSV: {err}") from None
+    missing = {"kind", "steps", "blocking_rate"} - set(curve.columns)
+    if missing:
+        raise InputError(f"training curve lacks column(s) {', '.join(sorted(missing))}")
+    return curve

@@ -160,7 +160,7 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
                     family: WorkloadFamily | None = None, seed: int = 0,
                     temperature: float = 0.25, student=None, label_every: int = 1,
                     placer: str = DEFAULT_PLACER,
-                    improve: tuple[int, int] = (IMPROVE_FUTURES, IMPROVE_HORIZON)):
+                    improve: tuple[int, int, float] = (IMPROVE_FUTURES, IMPROVE_HORIZON, 0.0)):
     """``teacher`` for :func:`play`: a heuristic's degree (``tuned`` resolves per distribution);
     ``lookahead``: the hindsight rollout teacher over ``tuned`` (:mod:`pacopt.cluster.rollout`;
     training episodes only); ``rollout``: the rollout teacher over ``tuned`` on job streams
@@ -170,8 +170,8 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
     agent's greedy degree, where ``{dist}`` in PATH becomes the distribution (distilling
     per-distribution agents into one); ``improve``: policy improvement of ``student`` (the
     network being trained, :class:`~pacopt.learned.agent.LearnedPolicy` forks it), the rollout
-    teacher with the student as its base (``improve``: its futures and horizon), which labels
-    every ``label_every``-th state (without a student yet: ``rollout``); ``improve:POLICY``,
+    teacher with the student as its base (``improve``: its futures, horizon and margin), which
+    labels every ``label_every``-th state (without a student yet: ``rollout``); ``improve:POLICY``,
     policy iteration from ``POLICY``: its first round's rollouts are the same, over ``POLICY``;
     or one of these per distribution, ``A=agent:a.zip,B=tuned,C=...``.
 
@@ -193,10 +193,10 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
 
     if name.split(":")[0] == "improve" and student is not None:
         return RolloutTarget(Rollout(LearnedPolicy(network=student), improve[1],
-                                     sampled(improve[0])), temperature, label_every)
+                                     sampled(improve[0])), temperature, label_every, improve[2])
     if name.startswith("improve:"):  # its first round: the same rollouts, over POLICY
         return RolloutTarget(Rollout(make_policy(name[len("improve:"):]), improve[1],
-                                     sampled(improve[0])), temperature)
+                                     sampled(improve[0])), temperature, margin=improve[2])
     name, _, base = name.partition(":") if name.startswith("rollout:") else (name, "", "")
     if name in ("lookahead", "rollout", "improve"):
         futures = None if name == "lookahead" else sampled(SAMPLED_FUTURES)
@@ -214,10 +214,13 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
 class RolloutTarget:
     """A rollout teacher (``teacher`` for :func:`play`): each degree its rollout scores, minus
     the base policy's degree's, over ``temperature``; ``-inf`` for the degrees it does not
-    score (see :func:`teacher_chooser`)."""
+    score (see :func:`teacher_chooser`). ``margin`` (jobs) is added to the base's own degree:
+    a departure from it must win by more than that (policy iteration's noise guard)."""
 
-    def __init__(self, rollout: Rollout, temperature: float, label_every: int = 1):
+    def __init__(self, rollout: Rollout, temperature: float, label_every: int = 1,
+                 margin: float = 0.0):
         self.rollout, self.temperature, self.label_every = rollout, temperature, label_every
+        self.margin = margin
         self.calls = 0
 
     def __call__(self, env: PartitionEnv, obs, mask: np.ndarray) -> np.ndarray | None:
@@ -230,7 +233,7 @@ class RolloutTarget:
         target = np.full(len(mask), -np.inf, dtype=np.float32)
         for degree, score in scores.items():
             target[degree] = (score - scores[base]) / self.temperature
-        target[base] = TIE_PREFERENCE / self.temperature
+        target[base] = (TIE_PREFERENCE + self.margin) / self.temperature
         return target
 
 
@@ -262,19 +265,23 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
     ``evaluate()`` (if given) scores it. With the ``improve`` teacher the rounds are
     approximate policy iteration instead: each DAgger round's states are labelled by rollouts
     over the policy itself, and the policy is fitted on from its current weights to that
-    round's labels alone (the earlier ones were relative to an older policy). The episodes of
+    round's labels and those of the ``improve_keep - 1`` rounds before (0: every round's; by
+    default 1, that round's alone, the earlier ones being relative to older policies). The
+    episodes of
     a round are played by ``config.envs``
     processes side by side (a rollout teacher takes about a minute each), or with ``ray``
     (``"local"`` or a cluster address) as Ray tasks (:func:`_labeller`); the labels are the same.
 
     The first round always runs; a DAgger round only when, at the pace of the rounds so far, it
     would end before ``deadline`` (a ``time.time()`` value)."""
-    data: list = []
+    rounds: list[list] = []  # each round's labelled steps
     policy = model.policy
     initial = weights(policy)
     # improve: each round labels the current policy's states by rollouts over it, and the
-    # policy is fitted on to those labels alone (approximate policy iteration)
+    # policy is fitted on to those labels and the --improve-keep - 1 rounds' before (approximate
+    # policy iteration); DAgger keeps every round's
     iterate = config.teacher.split(":")[0] == "improve"
+    keep = config.improve_keep if iterate else 0
     started, played = time.time(), 0
     with _labeller(config, ray) as label:
         for round_ in range(1 + config.dagger_rounds):
@@ -292,15 +299,14 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
             results = _label_all(label, tasks)
             if results is None:  # Ctrl-C
                 return
-            if iterate and round_:  # policy iteration: the new labels are over this policy
-                data = []
+            rounds.append([])
             for (_, dist, seed, _, _), (blocking, steps) in zip(tasks, results):
-                data += steps
+                rounds[-1] += steps
                 who = "teacher" if round_ == 0 else f"policy (DAgger round {round_})"
                 log(f"warm start: {who} on {dist} seed {seed}: blocking {blocking:.3f}")
             if not (iterate and round_):  # DAgger fits everything from scratch
                 policy.load_state_dict(initial)
-            _fit(policy, data, config, rng, log)
+            _fit(policy, [step for kept in rounds[-keep:] for step in kept], config, rng, log)
             if evaluate is not None and not stop_requested():
                 evaluate()
             if stop_requested():
@@ -434,7 +440,8 @@ def _label_episode(task) -> tuple[float, list]:
                               config.teacher_temperature, student=policy,
                               label_every=config.label_every if driver is not None else 1,
                               placer=config.placement,
-                              improve=(config.improve_futures, config.improve_horizon))
+                              improve=(config.improve_futures, config.improve_horizon,
+                                       config.improve_margin))
     blocking, steps = play(env, drive, dist, seed, teacher)
     return blocking, [step for step in _with_returns(steps, config.gamma) if step[1] is not None]
 

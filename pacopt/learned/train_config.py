@@ -78,9 +78,9 @@ def _teacher(name: str) -> str:
 #: The one message for an integer option out of range (the command has always given it whole).
 _COUNTS_ERROR = ("--envs, --jobs, --steps, --dagger-episodes, --label-every, --improve-futures, "
                  "--improve-horizon and --warm-epochs must be "
-                 ">= 1, --seed, --warm-episodes and --dagger-rounds >= 0")
-_TARGET_ERROR = ("--teacher-temperature must be a finite number > 0 and "
-                 "--regret-weight a finite number >= 0")
+                 ">= 1, --seed, --warm-episodes, --dagger-rounds and --improve-keep >= 0")
+_TARGET_ERROR = ("--teacher-temperature must be a finite number > 0, and --regret-weight "
+                 "and --improve-margin finite numbers >= 0")
 
 
 @dataclass
@@ -147,6 +147,15 @@ class TrainConfig:
     improve_horizon: int = _option(IMPROVE_HORIZON, "--improve-horizon", "arrivals each of "
                                    "its forks plays (default %(default)s)", minimum=1,
                                    error=_COUNTS_ERROR)
+    improve_margin: float = _option(
+        0.0, "--improve-margin", "jobs by which a degree's rollout score must beat the "
+        "student's own degree before the improve teacher prefers it (default %(default)g: "
+        "ties only; rollouts this short are noisy, and chasing their noise undoes a round)",
+        minimum=0, error=_TARGET_ERROR)
+    improve_keep: int = _option(1, "--improve-keep", "rounds of labels the improve teacher's "
+                                "student is fitted to: the newest round's and the ones before "
+                                "it, 0 for all (default %(default)s: the newest alone)",
+                                minimum=0, error=_COUNTS_ERROR)
     dagger_episodes: int = _option(2, "--dagger-episodes", "episodes per distribution in each "
                                    "DAgger round (default %(default)s)", minimum=1,
                                    error=_COUNTS_ERROR)
