@@ -84,6 +84,14 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            "checkpoint)",
            {"placement": "best-fit", "warm_episodes": 8, "dagger_rounds": 1,
             "dagger_episodes": 2, "max_steps": 1, **_ROLLOUT_STUDENT, "minutes": 40.0}),
+    Recipe("policy-iteration-A", "not a shipped checkpoint: approximate policy iteration from "
+           "para-max (beta A, best fit, 200-job episodes, rollouts over the student of 8 "
+           "streams x 20 arrivals, every round's labels kept), 7 rounds; its curve ships as "
+           "policy-iteration-A.curve.csv (25 min)",
+           {"distributions": ("A",), "placement": "best-fit", "num_jobs": 200,
+            "teacher": "improve:para-max", "improve_futures": 8, "improve_horizon": 20,
+            "improve_keep": 0, "warm_episodes": 4, "dagger_rounds": 6, "dagger_episodes": 4,
+            "warm_epochs": 32, "regret_weight": 4.0, "max_steps": 1, "minutes": 40.0}),
     Recipe("general-physical-compact", "the best-fit recipe under the physical preset and "
            "compact, its best placer: imitation of the rollout teacher over compact tuned, 8 "
            "episodes of each distribution and a DAgger round, no PPO (40 min to its checkpoint)",
