@@ -96,8 +96,8 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            "compact, its best placer: imitation of the rollout teacher over compact tuned, 8 "
            "episodes of each distribution and a DAgger round, no PPO (40 min to its checkpoint)",
            {"preset": "physical", "placement": "compact", "warm_episodes": 8,
-            "dagger_rounds": 1, "dagger_episodes": 2, "max_steps": 1, **_ROLLOUT_STUDENT,
-            "minutes": 90.0}),
+            "dagger_rounds": 1, "dagger_episodes": 2, "max_steps": 1, "degree_features": False,
+            **_ROLLOUT_STUDENT, "minutes": 90.0}),
 ]}
 
 
