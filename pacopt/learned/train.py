@@ -267,10 +267,9 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
     over the policy itself, and the policy is fitted on from its current weights to that
     round's labels and those of the ``improve_keep - 1`` rounds before (0: every round's; by
     default 1, that round's alone, the earlier ones being relative to older policies). The
-    episodes of
-    a round are played by ``config.envs``
-    processes side by side (a rollout teacher takes about a minute each), or with ``ray``
-    (``"local"`` or a cluster address) as Ray tasks (:func:`_labeller`); the labels are the same.
+    episodes of a round are played by ``config.envs`` processes side by side (a rollout teacher
+    takes about a minute each), or with ``ray`` (``"local"`` or a cluster address) as Ray tasks
+    (:func:`_labeller`); the labels are the same.
 
     The first round always runs; a DAgger round only when, at the pace of the rounds so far, it
     would end before ``deadline`` (a ``time.time()`` value)."""
