@@ -29,6 +29,7 @@ its action net is the identity.
 from __future__ import annotations
 
 import warnings
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -224,10 +225,13 @@ class _Head(nn.Module):
         return self.scorer(joined).squeeze(-1), context
 
 
+@lru_cache(maxsize=16)
 def degree_features(num_actions: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """One row per degree 0..num_actions-1 (0 = reject), DEGREE_FEATURES numbers each that
     mean the same on any cluster: [reject, log2(d) / 4, d / DEGREE_SCALE, d a power of two,
-    d even, the fractional part of log2(d)] (the last ties 3, 6, 12, 24: three equal parts)."""
+    d even, the fractional part of log2(d)] (the last ties 3, 6, 12, 24: three equal parts).
+    Made once per size (every decision asks; a traced head then holds it as a constant), so
+    never to be changed in place."""
     d = torch.arange(num_actions, dtype=torch.float32, device=device)
     log = torch.log2(d.clamp_min(1.0))
     frac = log - torch.floor(log + 1e-6)
