@@ -305,7 +305,9 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
                 log(f"warm start: {who} on {dist} seed {seed}: blocking {blocking:.3f}")
             if not (iterate and round_):  # DAgger fits everything from scratch
                 policy.load_state_dict(initial)
-            _fit(policy, [step for kept in rounds[-keep:] for step in kept], config, rng, log)
+            if keep:  # the older rounds' labels are not fitted again: let them go
+                del rounds[:-keep]
+            _fit(policy, [step for kept in rounds for step in kept], config, rng, log)
             if evaluate is not None and not stop_requested():
                 evaluate()
             if stop_requested():
