@@ -44,7 +44,8 @@ ONLINE = [("sequential", None, "ddls"), ("para-max", None, "ddls"), ("para-min",
           ("fixed-or-min:8", None, "ddls"), ("tuned", None, "ddls"), ("elasticflow", None, "ddls"),
           ("pac-ml", None, "ddls"), ("lp-online", None, "ddls"),
           ("min-feasible", "best-fit", "ddls"), ("tuned", "best-fit", "ddls"),
-          ("pac-ml", "best-fit", "ddls"), ("min-feasible", "compact", "physical"),
+          ("pac-ml", "best-fit", "ddls"), ("lp-online", "best-fit", "ddls"),
+          ("min-feasible", "compact", "physical"),
           ("pac-ml", "compact", "physical")]
 EXACT = ["bound", "cpsat"]
 ROOT = Path(__file__).resolve().parents[1]

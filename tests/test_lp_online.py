@@ -79,22 +79,26 @@ def test_rejects_a_checkpoint_and_bad_settings():
         LpOnline(inst, samples=0)
 
 
-def test_an_arrival_no_future_job_meets_is_decided_as_the_lp_decides(monkeypatch):
-    """Where no conflict row holds an arriving column the LP is not solved; the episode is
-    the one in which it is solved at every arrival."""
-    import pacopt.formulations.lp_online as lp_online
+def test_an_arrival_decided_without_the_lp_is_decided_as_the_lp_decides(monkeypatch):
+    """Where no future column meets the arriving job's clearly best one, or no conflict row
+    holds any of its columns, the LP is not solved; the episode is the one in which it is
+    solved at every arrival."""
+    from pacopt.formulations import lp_online
 
-    inst = instance(random_jobs(5, 40))
-    split = lp_online._split_off
+    inst = instance(random_jobs(6, 40))  # a seed where each way is taken
     used = []
 
-    def counted(*args):
-        found = split(*args)
-        used.append(found is not None)
-        return found
+    def counted(name, shortcut):
+        def call(*args):
+            found = shortcut(*args)
+            used.append(name if found is not None else "lp" if name == "split" else None)
+            return found
+        return call
 
-    monkeypatch.setattr(lp_online, "_split_off", counted)
+    monkeypatch.setattr(lp_online, "_clearly_best", counted("clear", lp_online._clearly_best))
+    monkeypatch.setattr(lp_online, "_split_off", counted("split", lp_online._split_off))
     fast = simulate(inst, LpOnline(inst), seed=2)
-    assert any(used) and not all(used)  # both ways were taken
+    assert {"clear", "split", "lp"} <= set(used)  # every way was taken
+    monkeypatch.setattr(lp_online, "_clearly_best", lambda *args: None)
     monkeypatch.setattr(lp_online, "_split_off", lambda *args: None)
     assert decisions(simulate(inst, LpOnline(inst), seed=2)) == decisions(fast)
