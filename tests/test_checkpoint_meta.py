@@ -211,22 +211,25 @@ def test_a_recipe_with_steps_runs_them_into_subfolders_and_resumes(tmp_path, tra
         return fake(config, folder, **kwargs)
 
     monkeypatch.setattr(train_module, "train", stop_at_c)
-    assert pacopt_main(["train", "--recipe", "general-ddls", "--out", str(out)]) == 130
+    recipe = ["train", "--recipe", "general-ddls-distilled", "--out", str(out)]
+    assert pacopt_main(recipe) == 130
     state = json.loads((out / "recipe.json").read_text())
-    assert state == {"recipe": "general-ddls", "overrides": {}, "finished": ["A-ddls", "B-ddls"]}
+    assert state == {"recipe": "general-ddls-distilled", "overrides": {},
+                     "finished": ["A-ddls", "B-ddls"]}
     monkeypatch.setattr(train_module, "train", fake)
-    assert pacopt_main(["train", "--recipe", "general-ddls", "--out", str(out)]) == 2  # no --resume
+    assert pacopt_main(recipe) == 2  # no --resume
     assert pacopt_main(["train", "--resume", "--minutes", "7", "--out", str(out)]) == 0
     assert [c["out"].name for c in trained] == ["A-ddls", "B-ddls", "C-ddls", "D-ddls",
-                                                "general-ddls"]
+                                                "general-ddls-distilled"]
     assert all(c["out"].parent == out for c in trained)
     assert [c["config"].minutes for c in trained[2:]] == [7, 7, 7]
     general = trained[-1]
-    assert general["recipe"] == "general-ddls"
+    assert general["recipe"] == "general-ddls-distilled"
     assert general["config"].teacher == f"agent:{out}/{{dist}}-ddls/best.zip"
     assert general["config"].distributions == ("A", "B", "C", "D")
-    assert json.loads((out / "recipe.json").read_text())["finished"][-1] == "general-ddls"
-    assert f"best checkpoint: {out / 'general-ddls' / 'best.zip'}" in capsys.readouterr().out
+    finished = json.loads((out / "recipe.json").read_text())["finished"]
+    assert finished[-1] == "general-ddls-distilled"
+    assert f"best checkpoint: {out / 'general-ddls-distilled' / 'best.zip'}" in capsys.readouterr().out
 
 
 def test_pac_ml_json_result_records_the_checkpoints_it_played(tmp_path, capsys):

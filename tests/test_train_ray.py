@@ -142,8 +142,9 @@ def test_ray_is_no_setting_of_the_run_and_may_change_on_resume(tmp_path, monkeyp
     assert pacopt_main(["train", "--out", str(tmp_path / "one"), "--ray"]) == 0
     assert calls == [("one", "local")]
     out = tmp_path / "general"
-    assert pacopt_main(["train", "--recipe", "general-ddls", "--out", str(out), "--ray"]) == 130
+    assert pacopt_main(["train", "--recipe", "general-ddls-distilled", "--out", str(out),
+                        "--ray"]) == 130
     assert "ray" not in (out / "recipe.json").read_text()
     assert pacopt_main(["train", "--resume", "--out", str(out), "--ray", "auto"]) == 0
     assert calls[1:] == [("A-ddls", "local"), ("B-ddls", "local"), ("C-ddls", "auto"),
-                         ("D-ddls", "auto"), ("general-ddls", "auto")]
+                         ("D-ddls", "auto"), ("general-ddls-distilled", "auto")]

@@ -49,19 +49,27 @@ class Recipe:
 
 _ROLLOUT_STUDENT = {"teacher": "rollout", "warm_epochs": 32, "regret_weight": 4.0, "envs": 2,
                     "minutes": 20.0}
+#: The general agents' recipe (one network for A-D, any placer): imitation of the rollout
+#: teacher over the placer's ``tuned``, 8 episodes of each distribution and a DAgger round of 2.
+_GENERAL = {"warm_episodes": 8, "dagger_rounds": 1, "dagger_episodes": 2, "max_steps": 1,
+            **_ROLLOUT_STUDENT, "minutes": 40.0}
+
 
 def _teacher_514ca14(dist: str, episodes: int) -> Recipe:
-    """A teacher ``general-ddls`` distils that is not shipped: commit 514ca14's recipe for it."""
-    return Recipe(f"{dist}-ddls", f"a teacher of general-ddls, not shipped: commit 514ca14's "
-                  f"beta-{dist} recipe (rollout teacher, {episodes} episodes and a DAgger round, "
+    """A teacher ``general-ddls-distilled`` distils that is not shipped: commit 514ca14's recipe
+    for it."""
+    return Recipe(f"{dist}-ddls", f"a teacher of general-ddls-distilled, not shipped: commit "
+                  f"514ca14's beta-{dist} recipe (rollout teacher, {episodes} episodes and a DAgger round, "
                   "no spill features; 20 min)",
                   {"distributions": (dist,), "teacher": "rollout", "warm_episodes": episodes,
                    "spill": False, "degree_features": False, "envs": 1, "minutes": 20.0})
 
 
-#: The recipes by name: those of the shipped checkpoints (``A-ddls``, ``C-ddls``,
-#: ``general-ddls``) and the two teachers ``general-ddls`` distils that are not shipped
-#: (``B-ddls``, ``D-ddls``: commit 514ca14's fine-tunes).
+#: The recipes by name: those of the shipped checkpoints (``general-ddls``,
+#: ``general-ddls-best-fit``, ``general-physical-compact``, ``A-ddls``, ``C-ddls``); the
+#: first-fit general agent they replaced (``general-ddls-distilled``) and the two teachers it
+#: distils that were never shipped (``B-ddls``, ``D-ddls``: commit 514ca14's fine-tunes); and
+#: a policy-iteration run whose curve ships (``policy-iteration-A``).
 RECIPES: dict[str, Recipe] = {r.name: r for r in [
     Recipe("A-ddls", "the shipped beta-A fine-tune: imitation of the rollout teacher on 24 "
            "episodes, soft targets and the regret term, without spill features (20 min)",
@@ -73,17 +81,19 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            {"distributions": ("C",), "warm_episodes": 30, "dagger_rounds": 1,
             "dagger_episodes": 10, "degree_features": False, **_ROLLOUT_STUDENT}),
     _teacher_514ca14("D", 7),
-    Recipe("general-ddls", "the shipped general agent: trains the four per-distribution "
-           "recipes, then distils them (4 episodes each and a DAgger round; about 92 min in all)",
+    Recipe("general-ddls", "the shipped agent under first fit: imitation of the rollout teacher "
+           "over tuned, 8 episodes of each distribution, soft targets and the regret term, a "
+           "DAgger round, no PPO; degree features (26 min to its checkpoint)", dict(_GENERAL)),
+    Recipe("general-ddls-distilled", "not shipped since 2026-11-28 (general-ddls replaced it): "
+           "the first-fit general agent that trains the four per-distribution recipes, then "
+           "distils them (4 episodes each and a DAgger round; about 92 min in all)",
            {"teacher": "agent:{out}/{dist}-ddls/best.zip", "warm_episodes": 4, "envs": 2,
             "degree_features": False, "minutes": 12.0},
            steps=("A-ddls", "B-ddls", "C-ddls", "D-ddls")),
     Recipe("general-ddls-best-fit", "the shipped agent under best fit: imitation of the "
            "rollout teacher over best-fit tuned, 8 episodes of each distribution, soft targets "
            "and the regret term, a DAgger round, no PPO; degree features (24 min to its "
-           "checkpoint)",
-           {"placement": "best-fit", "warm_episodes": 8, "dagger_rounds": 1,
-            "dagger_episodes": 2, "max_steps": 1, **_ROLLOUT_STUDENT, "minutes": 40.0}),
+           "checkpoint)", {"placement": "best-fit", **_GENERAL}),
     Recipe("policy-iteration-A", "not a shipped checkpoint: approximate policy iteration from "
            "para-max (beta A, best fit, 200-job episodes, rollouts over the student of 8 "
            "streams x 20 arrivals, every round's labels kept), 7 rounds; its curve ships as "
@@ -95,9 +105,8 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
     Recipe("general-physical-compact", "the best-fit recipe under the physical preset and "
            "compact, its best placer: imitation of the rollout teacher over compact tuned, 8 "
            "episodes of each distribution and a DAgger round, no PPO (40 min to its checkpoint)",
-           {"preset": "physical", "placement": "compact", "warm_episodes": 8,
-            "dagger_rounds": 1, "dagger_episodes": 2, "max_steps": 1, "degree_features": False,
-            **_ROLLOUT_STUDENT, "minutes": 90.0}),
+           {"preset": "physical", "placement": "compact", **_GENERAL, "degree_features": False,
+            "minutes": 90.0}),
 ]}
 
 
