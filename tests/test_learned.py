@@ -473,6 +473,34 @@ def test_a_short_policy_iteration_run_improves_on_its_starting_policy(pipedream_
     assert len(scores) == 3 and min(scores) < min(start, untrained)
 
 
+def test_improve_from_best_goes_on_from_the_best_validated_policy(tmp_path, pipedream_env,
+                                                                    monkeypatch):
+    """``--improve-from best``: after a round that validates worse than the best so far, the
+    next round's rollouts are over (and its fit goes on from) the best policy, not the worse
+    one; the rounds before it each went on from the last."""
+    import pacopt.learned.train as train_module
+    from pacopt.learned.train import TrainConfig, train
+
+    scores = iter([0.5, 0.3, 0.9, 0.8, 0.8])  # round 1 is the best; round 2 is set aside
+    monkeypatch.setattr(train_module, "validate_policy", lambda *args: next(scores))
+    drivers = []
+    label_all = train_module._label_all
+
+    def recorded(label, tasks):
+        drivers.append(tasks[0][4])  # the weights the round's episodes are played with
+        return label_all(label, tasks)
+
+    monkeypatch.setattr(train_module, "_label_all", recorded)
+    config = TrainConfig(distributions=("A",), num_jobs=24, envs=1, teacher="improve:para-max",
+                         warm_episodes=1, dagger_rounds=3, dagger_episodes=1, label_every=6,
+                         warm_epochs=2, improve_futures=1, improve_horizon=4, max_steps=1,
+                         improve_from="best", validation_seeds=(9000,))
+    train(config, tmp_path / "run", log=lambda _: None)
+    assert len(drivers) == 4 and drivers[0] is None  # the teacher's round, then three
+    same = [all(torch.equal(a[k], b[k]) for k in a) for a, b in zip(drivers[1:], drivers[2:])]
+    assert same == [False, True]  # round 2 went on from round 1; round 3 from round 1 again
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(st.sampled_from(BETA_BINS), st.floats(-0.5, 1.5)), min_size=1,
                 max_size=100))

@@ -790,6 +790,8 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print,
                     def evaluate() -> None:  # after each fitted round (its checkpoints say so)
                         state["rounds"] = state.get("rounds", 0) + 1
                         validation.on_step()
+                        if config.improve_from == "best" and validation.best_weights is not None:
+                            model.policy.load_state_dict(validation.best_weights)
 
                     warm_start(model, config, rng, log, evaluate=evaluate, deadline=deadline,
                                ray=ray)
