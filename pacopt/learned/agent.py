@@ -30,7 +30,7 @@ from pacopt.cluster.placers import DEFAULT_PLACER
 from pacopt.cluster.policies import Decision
 from pacopt.cluster.recognise import BetaRecogniser, instance_distribution
 from pacopt.infra.checkpoint import load_checked
-from pacopt.infra.errors import InputError
+from pacopt.infra.errors import InputError, warn
 from pacopt.learned.checkpoint_meta import (
     AGENT_KIND,
     AGENT_POLICY,
@@ -140,6 +140,7 @@ class LearnedPolicy:
         # the network is tiny and sees one job at a time: extra torch threads only spin
         torch.set_num_threads(1)
         self._observers: dict[tuple, Observer] = {}
+        self._stand_ins: dict[tuple, set[str]] = {}  # per observer: fine-tunes left out there
         if instance is not None:
             self._observer_for(instance.cluster, instance.model)
 
@@ -170,28 +171,27 @@ class LearnedPolicy:
     def _observer_for(self, cluster, settings) -> Observer:
         """The observer of ``(cluster, settings)``: one for every checkpoint (observations do
         not depend on the network), so it is fed every arrival whichever checkpoint plays;
-        checked against each checkpoint's spaces when made."""
+        checked against each checkpoint's spaces when made. Online with the shipped files, a
+        fine-tune that cannot play the cluster (a table of other degrees) leaves its
+        distribution to the general agent, with a warning; any other misfit is an
+        :class:`InputError`."""
         key = (cluster, settings)
         if key not in self._observers:
             observer = Observer(*key)
+            general = _misfit(observer, self.policies[None], self.paths[None])
+            stand_in: set[str] = set()
             for dist, policy in self.policies.items():
-                path = self.paths[dist]
-                mine = _shapes(observer.observation_space(), policy)
-                theirs = _shapes(policy.observation_space, policy)
-                expected = policy.observation_space["actions"].shape
-                if (mine["actions"] != theirs["actions"]
-                        and mine["actions"][-1:] == theirs["actions"][-1:]):
-                    raise InputError(f"checkpoint '{path}' was trained for degrees "
-                                     f"0..{expected[0] - 1}; this instance allows "
-                                     f"0..{observer.num_actions - 1} (a checkpoint with "
-                                     "degree features plays any; this one has a table)")
-                if mine != theirs:
-                    differ = sorted(k for k in mine.keys() | theirs.keys()
-                                    if mine.get(k) != theirs.get(k))
-                    raise InputError(f"checkpoint '{path}' was trained on other "
-                                     f"observations than this instance gives (differing: "
-                                     f"{', '.join(differ[:4])}); train one for this cluster")
+                problem = general if dist is None else _misfit(observer, policy, self.paths[dist])
+                if problem is None:
+                    continue
+                if dist is None or self.recogniser is None or general is not None:
+                    raise InputError(problem)
+                stand_in.add(dist)
+            if stand_in:
+                warn(f"the shipped fine-tunes of {', '.join(sorted(stand_in))} cannot play this "
+                     f"cluster; {Path(self.paths[None]).name} plays those distributions here")
             self._observers[key] = observer
+            self._stand_ins[key] = stand_in
         return self._observers[key]
 
     def choose(self, decision: Decision) -> int:
@@ -200,6 +200,8 @@ class LearnedPolicy:
         if self.recogniser is not None:
             self.recogniser.note(decision.job_index, decision.max_jct_fraction)
             guess = self.recogniser.guess
+            if guess in self._stand_ins[(decision.state.cluster, decision.model.settings)]:
+                guess = None  # its fine-tune cannot play this cluster: the general agent does
             self.checkpoint, self.policy = self.paths[guess], self.policies[guess]
             self.name = self._name(self.checkpoint)
         self.played[self.checkpoint] = None
@@ -216,6 +218,23 @@ class LearnedPolicy:
         a file written before checkpoints had metadata."""
         return {"checkpoints": {Path(path).name: _summary(path)
                                 for path in self.played if path != _IN_MEMORY}}
+
+
+def _misfit(observer: Observer, policy, path: str) -> str | None:
+    """Why ``policy`` (the checkpoint at ``path``) cannot play what ``observer`` observes, in
+    one line; None when it can."""
+    mine = _shapes(observer.observation_space(), policy)
+    theirs = _shapes(policy.observation_space, policy)
+    expected = policy.observation_space["actions"].shape
+    if mine["actions"] != theirs["actions"] and mine["actions"][-1:] == theirs["actions"][-1:]:
+        return (f"checkpoint '{path}' was trained for degrees 0..{expected[0] - 1}; this "
+                f"instance allows 0..{observer.num_actions - 1} (a checkpoint with degree "
+                "features plays any; this one has a table)")
+    if mine != theirs:
+        differ = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+        return (f"checkpoint '{path}' was trained on other observations than this instance "
+                f"gives (differing: {', '.join(differ[:4])}); train one for this cluster")
+    return None
 
 
 def _shapes(space, policy) -> dict:
