@@ -76,5 +76,9 @@ def test_rounds_are_the_validation_rows_of_the_imitation_rounds(tmp_path):
     assert list(rounds.get_ydata()) == [0.27, 0.20, 0.15]
     assert [t.get_text() for t in fig.axes[0].texts] == ["1 min", "3 min", "5 min"]
     assert list(drawn["tuned"].get_ydata()) == [0.148, 0.148]
+    assert "best validated so far" not in drawn
+    curve.loc[2, "blocking_rate"] = 0.22  # a round that validates worse than the one before
+    best = lines(plot_rounds(curve, best_so_far=True))["best validated so far"]
+    assert list(best.get_ydata()) == [0.27, 0.20, 0.20]
     with pytest.raises(InputError, match="blocking_rate"):
         plot_rounds(curve.drop(columns="blocking_rate"))

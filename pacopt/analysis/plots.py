@@ -309,19 +309,24 @@ def plot_training_curve(curve: pd.DataFrame | str | Path, title: str | None = No
 
 
 def plot_rounds(curve: pd.DataFrame | str | Path, title: str | None = None,
-                reference: dict[str, float] | None = None) -> Figure:
+                reference: dict[str, float] | None = None, best_so_far: bool = False) -> Figure:
     """The validation blocking after each imitation round of a training run (its
     ``.curve.csv``, or the frame): the ``validation`` rows at PPO step 0, in the order written,
     round 0 being the teacher's (for a run started with ``--init``, the start's own score),
     each marked with the minutes since the start; a dashed line per ``reference`` entry (label
-    -> blocking on the same validation episodes). What policy iteration shows round after
-    round. A missing or malformed file is an :class:`InputError`."""
+    -> blocking on the same validation episodes); with ``best_so_far``, a step line of the best
+    validation up to each round (what a run with ``--improve-from best`` goes on from). What
+    policy iteration shows round after round. A missing or malformed file is an
+    :class:`InputError`."""
     curve = _read_curve(curve)
     rounds = curve[(curve["kind"] == "validation") & (curve["steps"] == 0)]
     fig = Figure(figsize=(7.5, 4.0), layout="constrained")
     ax = fig.add_subplot()
     ax.plot(range(len(rounds)), rounds["blocking_rate"], "o-", color="C3", ms=6,
             label="validation after the round (deterministic policy)")
+    if best_so_far:
+        ax.step(range(len(rounds)), rounds["blocking_rate"].cummin(), where="post", color="C0",
+                lw=2, alpha=0.7, label="best validated so far")
     if "seconds" in rounds.columns:
         for i, (blocking, seconds) in enumerate(zip(rounds["blocking_rate"], rounds["seconds"])):
             ax.annotate(f"{seconds / 60:.0f} min", (i, blocking), textcoords="offset points",

@@ -83,7 +83,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
     _teacher_514ca14("D", 7),
     Recipe("general-ddls", "the shipped agent under first fit: imitation of the rollout teacher "
            "over tuned, 8 episodes of each distribution, soft targets and the regret term, a "
-           "DAgger round, no PPO; degree features (26 min to its checkpoint)", dict(_GENERAL)),
+           "DAgger round, no PPO; degree features (24 min to its checkpoint)", dict(_GENERAL)),
     Recipe("general-ddls-distilled", "not shipped since 2026-11-28 (general-ddls replaced it): "
            "the first-fit general agent that trains the four per-distribution recipes, then "
            "distils them (4 episodes each and a DAgger round; about 92 min in all)",
@@ -96,12 +96,14 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            "checkpoint)", {"placement": "best-fit", **_GENERAL}),
     Recipe("policy-iteration-A", "not a shipped checkpoint: approximate policy iteration from "
            "para-max (beta A, best fit, 200-job episodes, rollouts over the student of 8 "
-           "streams x 20 arrivals, every round's labels kept), 7 rounds; its curve ships as "
-           "policy-iteration-A.curve.csv (25 min)",
+           "streams x 20 arrivals, every round's labels kept, each round going on from the best "
+           "policy validated so far), 9 rounds; its curve ships as "
+           "policy-iteration-A.curve.csv (28 min)",
            {"distributions": ("A",), "placement": "best-fit", "num_jobs": 200,
             "teacher": "improve:para-max", "improve_futures": 8, "improve_horizon": 20,
-            "improve_keep": 0, "warm_episodes": 4, "dagger_rounds": 6, "dagger_episodes": 4,
-            "warm_epochs": 32, "regret_weight": 4.0, "max_steps": 1, "minutes": 40.0}),
+            "improve_keep": 0, "improve_from": "best", "warm_episodes": 4, "dagger_rounds": 8,
+            "dagger_episodes": 4, "warm_epochs": 32, "regret_weight": 4.0, "max_steps": 1,
+            "minutes": 75.0}),
     Recipe("general-physical-compact", "the best-fit recipe under the physical preset and "
            "compact, its best placer: imitation of the rollout teacher over compact tuned, 8 "
            "episodes of each distribution and a DAgger round, no PPO (40 min to its checkpoint)",
