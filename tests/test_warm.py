@@ -10,6 +10,7 @@ from pacopt.cluster.policies import make_policy
 from pacopt.cluster.simulator import simulate
 from pacopt.formulations.offline import build_problem, check_choice, greedy_choice
 from pacopt.formulations.warm import warm_start_from
+from pacopt.infra.errors import PacoptWarning
 
 GRAPHS = Path(__file__).resolve().parents[1] / "examples" / "graphs"
 
@@ -103,8 +104,9 @@ def test_every_registered_online_method_is_a_warm_start(ddls):
 def test_exact_methods_add_the_shipped_agent_last(ddls):
     """The exact methods' warm starts include the learned agent where its preset has a shipped
     checkpoint (ddls; physical under compact), and skip it where none is shipped (physical
-    under first fit) or where the checkpoint cannot play the instance (other degrees) instead
-    of failing."""
+    under first fit) or where the checkpoint cannot play the instance (the physical one's table
+    of degrees on a cluster allowing others) instead of failing; under ddls the general agent,
+    with degree features, plays such a cluster."""
     from pacopt.formulations.warm import best_warm_start
     from pacopt.solvers.exact_runner import learned_policies
 
@@ -120,4 +122,8 @@ def test_exact_methods_add_the_shipped_agent_last(ddls):
         "general-physical-compact.zip"]
     other_degrees = replace(ddls.instance, model=replace(ddls.instance.model,
                                                          max_partitions_per_op=8))
-    assert list(learned_policies(other_degrees)) == []
+    with pytest.warns(PacoptWarning, match="fine-tunes of A, C cannot play this cluster"):
+        agents = list(learned_policies(other_degrees))  # the general agent has degree features
+    assert [a.checkpoint.split("/")[-1] for a in agents] == ["general-ddls.zip"]
+    compact_other = replace(compact, model=replace(compact.model, max_partitions_per_op=8))
+    assert list(learned_policies(compact_other)) == []  # its table of degrees cannot
