@@ -195,12 +195,13 @@ class LearnedPolicy:
         return self._observers[key]
 
     def choose(self, decision: Decision) -> int:
-        observer = self._observer_for(decision.state.cluster, decision.model.settings)
+        key = (decision.state.cluster, decision.model.settings)
+        observer = self._observer_for(*key)
         observer.note(decision)
         if self.recogniser is not None:
             self.recogniser.note(decision.job_index, decision.max_jct_fraction)
             guess = self.recogniser.guess
-            if guess in self._stand_ins[(decision.state.cluster, decision.model.settings)]:
+            if guess in self._stand_ins[key]:
                 guess = None  # its fine-tune cannot play this cluster: the general agent does
             self.checkpoint, self.policy = self.paths[guess], self.policies[guess]
             self.name = self._name(self.checkpoint)
