@@ -267,8 +267,8 @@ def _clearly_best(lp: _Columns, arriving: list[int], costs: np.ndarray) -> np.nd
     servers, end = set(lp.servers[best]), lp.start[best] + lp.jct[best]
     # a future column meets it in a row when both run at the future one's start (the rows'
     # tolerance: a job ending within EPS_MS of an instant is over)
-    for k in np.flatnonzero(lp.start + EPS_MS < end).tolist():
-        if lp.job[k] and not servers.isdisjoint(lp.servers[k]):
+    for k in np.flatnonzero((lp.job > 0) & (lp.start + EPS_MS < end)).tolist():
+        if not servers.isdisjoint(lp.servers[k]):
             return None
     x = np.zeros(len(costs))
     x[best] = 1.0

@@ -156,10 +156,11 @@ class TrainConfig:
                                 "student is fitted to: the newest round's and the ones before "
                                 "it, 0 for all (default %(default)s: the newest alone)",
                                 minimum=0, error=_COUNTS_ERROR)
-    improve_from: str = _option("last", "--improve-from", "which policy each policy-iteration "
-                                "round goes on from: its own (last) or the best validated so "
-                                "far (best: an evaluation gate; a round that validates worse "
-                                "is set aside, its labels kept) (default %(default)s)",
+    improve_from: str = _option("last", "--improve-from", "which policy each round after the "
+                                "first (policy iteration's, or DAgger's) goes on from: the "
+                                "last round's (last) or the best validated so far (best: an "
+                                "evaluation gate; a round that validates worse is set aside, "
+                                "its labels kept) (default %(default)s)",
                                 choices=("last", "best"))
     dagger_episodes: int = _option(2, "--dagger-episodes", "episodes per distribution in each "
                                    "DAgger round (default %(default)s)", minimum=1,
