@@ -20,7 +20,12 @@ import pytest
 
 from pacopt.cli import pacopt_main, solve_main
 from pacopt.infra.errors import InputError
-from pacopt.learned.agent import CHECKPOINT_DIR, LearnedPolicy, load_checkpoint
+from pacopt.learned.agent import (
+    CHECKPOINT_DIR,
+    LearnedPolicy,
+    default_checkpoint,
+    load_checkpoint,
+)
 from pacopt.learned.checkpoint_meta import (
     CHECKPOINT_FORMAT,
     KEYS,
@@ -245,16 +250,42 @@ def test_pac_ml_json_result_records_the_checkpoints_it_played(tmp_path, capsys):
     assert result["method"].endswith(".zip)")
 
 
-def test_without_a_checkpoint_for_the_placer_the_error_names_the_placers_shipped(tmp_path,
-                                                                               monkeypatch):
+def test_a_placer_without_its_own_checkpoint_plays_its_stand_in_or_fails_in_one_line(
+        tmp_path, monkeypatch):
     from pacopt.learned import agent
 
     monkeypatch.setattr(agent, "CHECKPOINT_DIR", tmp_path)
     (tmp_path / "general-physical-compact.zip").write_bytes(b"")
     assert agent.default_checkpoint("physical", "A", "compact").name == \
         "general-physical-compact.zip"
-    with pytest.raises(InputError) as err:
-        agent.default_checkpoint("physical", "A", "best-fit")
-    assert "under placer 'best-fit' (shipped for --placement compact)" in str(err.value)
     with pytest.raises(InputError, match=r"\(general-ddls\.zip\)"):
         agent.default_checkpoint("ddls", None, "best-fit")
+    # best fit's stand-in is shipped; first fit's (the ddls agent) is not
+    assert agent.default_checkpoint("physical", "A", "best-fit").name == \
+        "general-physical-compact.zip"
+    with pytest.raises(InputError) as err:
+        agent.default_checkpoint("physical", "A", "first-fit")
+    assert "under placer 'first-fit' (shipped for --placement compact)" in str(err.value)
+    (tmp_path / "general-ddls.zip").write_bytes(b"")
+    assert agent.default_checkpoint("physical", None, "first-fit").name == "general-ddls.zip"
+    # an agent trained for the preset and placer comes before the stand-in; under best fit the
+    # stand-in comes before the preset's first-fit agent
+    (tmp_path / "general-physical.zip").write_bytes(b"")
+    assert agent.default_checkpoint("physical", "C", "first-fit").name == "general-physical.zip"
+    assert agent.default_checkpoint("physical", "C", "best-fit").name == \
+        "general-physical-compact.zip"
+
+
+@pytest.mark.parametrize("placer", ["first-fit", "best-fit"])
+def test_pac_ml_plays_the_physical_preset_under_every_placer(tmp_path, capsys, placer):
+    instance = small_bundled(tmp_path / "small.json")
+    data = json.loads(instance.read_text())
+    data["model"]["preset"] = "physical"
+    instance.write_text(json.dumps(data))
+    assert solve_main([str(instance), "--method", "pac-ml", "--placement", placer, "--json",
+                       "--quiet", "--out", str(tmp_path / "r.json")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["validated"]
+    # one general agent, whichever is shipped for physical and the placer (no fine-tune is)
+    assert set(result["metrics"]["checkpoints"]) == {default_checkpoint("physical", None,
+                                                                        placer).name}

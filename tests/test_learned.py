@@ -340,8 +340,9 @@ def test_an_older_curve_is_widened_once(tmp_path):
     (["--jobs", "0"], "--improve-horizon and --warm-epochs must be >= 1"),
     (["--cluster", "8x8"], "--cluster must be GROUPSxRACKSxSERVERS"),
     (["--teacher-temperature", "0"], "--teacher-temperature must be a finite number > 0"),
-    (["--regret-weight", "nan"], "--regret-weight and --improve-margin finite numbers >= 0"),
-    (["--improve-margin", "-1"], "--regret-weight and --improve-margin finite numbers >= 0"),
+    (["--regret-weight", "nan"], "--improve-significance finite numbers >= 0"),
+    (["--improve-margin", "-1"], "--improve-significance finite numbers >= 0"),
+    (["--improve-significance", "inf"], "--improve-significance finite numbers >= 0"),
     (["--resume"], "no checkpoint to resume"),
 ])
 def test_train_command_bad_input_is_one_line_exit_2(tmp_path, capsys, args, message):
@@ -387,6 +388,28 @@ def test_a_rollout_teachers_soft_target_ranks_degrees_by_their_rollout_scores(pi
         choices += len(scores) > 1
         obs, _, done, _, _ = env.step(int(np.argmax(target)))
     assert choices > 10
+
+
+def test_the_significance_guard_keeps_only_departures_that_win_stream_by_stream():
+    """With ``significance`` a degree whose paired gain over the base's is noise is scored as
+    the base's (which wins the tie); one that wins in every stream keeps its score."""
+    from types import SimpleNamespace
+
+    from pacopt.learned.train import TIE_PREFERENCE, RolloutTarget
+
+    accepted = {2: np.array([5.0, 5, 5, 5]),   # the base's degree
+                4: np.array([9.0, 2, 9, 2]),   # gains 4, -3, 4, -3: a mean of 0.5, noise
+                8: np.array([6.0, 6, 7, 6])}   # gains 1, 1, 2, 1: a mean of 1.25, every stream
+    streams = SimpleNamespace(stream_scores=lambda episode, allowed: (2, accepted))
+    mask, env = np.ones(9, dtype=bool), SimpleNamespace(episode=None)
+    plain = RolloutTarget(streams, temperature=0.5)(env, None, mask)
+    guarded = RolloutTarget(streams, temperature=0.5, significance=2.0)(env, None, mask)
+    assert plain[4] == pytest.approx(0.5 / 0.5) and plain[8] == pytest.approx(1.25 / 0.5)
+    assert guarded[4] == pytest.approx(0.0) and guarded[8] == pytest.approx(1.25 / 0.5)
+    assert guarded[2] == pytest.approx(TIE_PREFERENCE / 0.5)
+    del accepted[8]  # only noise left: the base's degree is the target's best
+    assert int(np.argmax(RolloutTarget(streams, 0.5, significance=2.0)(env, None, mask))) == 2
+    assert int(np.argmax(RolloutTarget(streams, 0.5)(env, None, mask))) == 4
 
 
 # ----- policy iteration: rollouts over the learned agent ------------------------------------------

@@ -83,6 +83,13 @@ class Rollout:
         """The base policy's choice for the episode's waiting job (reject if ``allowed`` forbids
         it) and, for every allowed degree (default: the worthwhile ones), the mean number of
         jobs its forks accept; only the one candidate, unscored, when there is no choice."""
+        base_choice, per_stream = self.stream_scores(episode, allowed)
+        return base_choice, {d: float(np.mean(accepted)) for d, accepted in per_stream.items()}
+
+    def stream_scores(self, episode: OnlineEpisode, allowed: np.ndarray | None = None
+                      ) -> tuple[int, dict[int, np.ndarray]]:
+        """:meth:`scores` before the mean: the jobs accepted in each stream's fork, in the
+        streams' order (the same streams for every degree, so they pair up)."""
         decision = episode.decision
         if allowed is None:
             allowed = decision.worthwhile_mask()
@@ -91,9 +98,10 @@ class Rollout:
             base_choice = 0
         candidates = np.flatnonzero(allowed).tolist()
         if len(candidates) == 1:
-            return base_choice, {candidates[0]: 0.0}
+            return base_choice, {candidates[0]: np.zeros(1)}
         futures = [None] if self.futures is None else self.futures
-        return base_choice, {d: float(np.mean([self._accepted(episode, d, f) for f in futures]))
+        return base_choice, {d: np.array([self._accepted(episode, d, f) for f in futures],
+                                         dtype=float)
                              for d in candidates}
 
     def choose(self, episode: OnlineEpisode, allowed: np.ndarray | None = None) -> int:

@@ -45,19 +45,30 @@ CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 _IN_MEMORY = "network-in-memory"  # the path shown for a network handed over in memory
 
 
+#: The shipped agent that plays a preset and placer no shipped agent was trained for, chosen
+#: on the validation seeds 9000-9007 over the other shipped agents, each below that placer's
+#: ``tuned`` there (``checkpoints/README.md``, "Every placer"): under ``physical``, best fit
+#: is played by the compact agent and first fit by the first-fit ``ddls`` agent.
+STAND_INS: dict[tuple[str, str], str] = {("physical", "best-fit"): "general-physical-compact.zip",
+                                         ("physical", "first-fit"): "general-ddls.zip"}
+
+
 def default_checkpoint(preset: str = "ddls", distribution: str | None = None,
                        placer: str = DEFAULT_PLACER) -> Path:
     """The shipped checkpoint for ``preset`` and ``placer``: the fine-tune of ``distribution`` if
     one is shipped, else the general agent; those trained under ``placer`` first
-    (``<name>-<preset>-<placer>.zip``), then the first-fit ones (``<name>-<preset>.zip``: their
-    observations are the placer's own, so they play under any placer)."""
+    (``<name>-<preset>-<placer>.zip``, or ``<name>-<preset>.zip`` for first fit), then the
+    stand-in chosen for it (:data:`STAND_INS`), then the first-fit ones (their observations
+    are the placer's own, so they play under any placer)."""
     names = ([] if distribution is None else [distribution]) + ["general"]
-    suffixes = ([f"-{placer}"] if placer != DEFAULT_PLACER else []) + [""]
-    for suffix in suffixes:
-        for name in names:
-            path = CHECKPOINT_DIR / f"{name}-{preset}{suffix}.zip"
-            if path.is_file():
-                return path
+    own = f"-{placer}" if placer != DEFAULT_PLACER else ""
+    files = [f"{name}-{preset}{own}.zip" for name in names]
+    files += [STAND_INS[preset, placer]] if (preset, placer) in STAND_INS else []
+    files += [f"{name}-{preset}.zip" for name in names] if own else []
+    for file in files:
+        path = CHECKPOINT_DIR / file
+        if path.is_file():
+            return path
     others = sorted(p.stem.removeprefix(f"general-{preset}-")
                     for p in CHECKPOINT_DIR.glob(f"general-{preset}-*.zip"))
     where = (f" under placer '{placer}' (shipped for --placement {', '.join(others)})"

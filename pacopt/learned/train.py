@@ -160,7 +160,8 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
                     family: WorkloadFamily | None = None, seed: int = 0,
                     temperature: float = 0.25, student=None, label_every: int = 1,
                     placer: str = DEFAULT_PLACER,
-                    improve: tuple[int, int, float] = (IMPROVE_FUTURES, IMPROVE_HORIZON, 0.0)):
+                    improve: tuple[int, int, float, float] = (IMPROVE_FUTURES, IMPROVE_HORIZON,
+                                                              0.0, 0.0)):
     """``teacher`` for :func:`play`: a heuristic's degree (``tuned`` resolves per distribution);
     ``lookahead``: the hindsight rollout teacher over ``tuned`` (:mod:`pacopt.cluster.rollout`;
     training episodes only); ``rollout``: the rollout teacher over ``tuned`` on job streams
@@ -170,7 +171,8 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
     agent's greedy degree, where ``{dist}`` in PATH becomes the distribution (distilling
     per-distribution agents into one); ``improve``: policy improvement of ``student`` (the
     network being trained, :class:`~pacopt.learned.agent.LearnedPolicy` forks it), the rollout
-    teacher with the student as its base (``improve``: its futures, horizon and margin), which
+    teacher with the student as its base (``improve``: its futures, horizon, margin and
+    significance), which
     labels every ``label_every``-th state (without a student yet: ``rollout``); ``improve:POLICY``,
     policy iteration from ``POLICY``: its first round's rollouts are the same, over ``POLICY``;
     or one of these per distribution, ``A=agent:a.zip,B=tuned,C=...``.
@@ -193,10 +195,10 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
 
     if name.split(":")[0] == "improve" and student is not None:
         return RolloutTarget(Rollout(LearnedPolicy(network=student), improve[1],
-                                     sampled(improve[0])), temperature, label_every, improve[2])
+                                     sampled(improve[0])), temperature, label_every, *improve[2:])
     if name.startswith("improve:"):  # its first round: the same rollouts, over POLICY
         return RolloutTarget(Rollout(make_policy(name[len("improve:"):]), improve[1],
-                                     sampled(improve[0])), temperature, margin=improve[2])
+                                     sampled(improve[0])), temperature, 1, *improve[2:])
     name, _, base = name.partition(":") if name.startswith("rollout:") else (name, "", "")
     if name in ("lookahead", "rollout", "improve"):
         futures = None if name == "lookahead" else sampled(SAMPLED_FUTURES)
@@ -215,12 +217,15 @@ class RolloutTarget:
     """A rollout teacher (``teacher`` for :func:`play`): each degree its rollout scores, minus
     the base policy's degree's, over ``temperature``; ``-inf`` for the degrees it does not
     score (see :func:`teacher_chooser`). ``margin`` (jobs) is added to the base's own degree:
-    a departure from it must win by more than that (policy iteration's noise guard)."""
+    a departure from it must win by more than that (policy iteration's noise guard).
+    ``significance`` (z, 0: off) is the other guard: a degree whose gain over the base's, stream
+    by stream (the streams are shared, so the gains pair up), is not above ``significance``
+    standard errors of its mean is scored as the base's degree, which wins the tie."""
 
     def __init__(self, rollout: Rollout, temperature: float, label_every: int = 1,
-                 margin: float = 0.0):
+                 margin: float = 0.0, significance: float = 0.0):
         self.rollout, self.temperature, self.label_every = rollout, temperature, label_every
-        self.margin = margin
+        self.margin, self.significance = margin, significance
         self.calls = 0
 
     def __call__(self, env: PartitionEnv, obs, mask: np.ndarray) -> np.ndarray | None:
@@ -229,12 +234,26 @@ class RolloutTarget:
             if hasattr(self.rollout.base, "fork"):
                 self.rollout.base.choose(env.episode.decision)
             return None
-        base, scores = self.rollout.scores(env.episode, mask)
+        base, streams = self.rollout.stream_scores(env.episode, mask)
+        scores = {degree: float(accepted.mean()) for degree, accepted in streams.items()}
+        if self.significance:
+            for degree, accepted in streams.items():
+                if not _significant(accepted - streams[base], self.significance):
+                    scores[degree] = min(scores[degree], scores[base])
         target = np.full(len(mask), -np.inf, dtype=np.float32)
         for degree, score in scores.items():
             target[degree] = (score - scores[base]) / self.temperature
         target[base] = (TIE_PREFERENCE + self.margin) / self.temperature
         return target
+
+
+def _significant(gains: np.ndarray, z: float) -> bool:
+    """Whether the mean of paired ``gains`` is above ``z`` of its standard errors (a one-sided
+    test; gains all equal and positive count, all zero do not)."""
+    if len(gains) < 2:
+        return bool(gains.mean() > 0)
+    spread = gains.std(ddof=1) / math.sqrt(len(gains))
+    return bool(gains.mean() > z * spread) if spread > 0 else bool(gains.mean() > 0)
 
 
 def validate_policy(env: PartitionEnv, policy: DegreePolicy, distributions, seeds) -> float:
@@ -442,7 +461,7 @@ def _label_episode(task) -> tuple[float, list]:
                               label_every=config.label_every if driver is not None else 1,
                               placer=config.placement,
                               improve=(config.improve_futures, config.improve_horizon,
-                                       config.improve_margin))
+                                       config.improve_margin, config.improve_significance))
     blocking, steps = play(env, drive, dist, seed, teacher)
     return blocking, [step for step in _with_returns(steps, config.gamma) if step[1] is not None]
 

@@ -79,8 +79,8 @@ def _teacher(name: str) -> str:
 _COUNTS_ERROR = ("--envs, --jobs, --steps, --dagger-episodes, --label-every, --improve-futures, "
                  "--improve-horizon and --warm-epochs must be "
                  ">= 1, --seed, --warm-episodes, --dagger-rounds and --improve-keep >= 0")
-_TARGET_ERROR = ("--teacher-temperature must be a finite number > 0, and --regret-weight "
-                 "and --improve-margin finite numbers >= 0")
+_TARGET_ERROR = ("--teacher-temperature must be a finite number > 0, and --regret-weight, "
+                 "--improve-margin and --improve-significance finite numbers >= 0")
 
 
 @dataclass
@@ -152,6 +152,11 @@ class TrainConfig:
         "student's own degree before the improve teacher prefers it (default %(default)g: "
         "ties only; rollouts this short are noisy, and chasing their noise undoes a round)",
         minimum=0, error=_TARGET_ERROR)
+    improve_significance: float = _option(
+        0.0, "--improve-significance", "standard errors by which a degree's gain over the "
+        "student's own degree, stream by stream, must be above zero before the improve teacher "
+        "prefers it (default %(default)g: off; a test that grows with the streams' noise, where "
+        "--improve-margin is fixed)", minimum=0, error=_TARGET_ERROR)
     improve_keep: int = _option(1, "--improve-keep", "rounds of labels the improve teacher's "
                                 "student is fitted to: the newest round's and the ones before "
                                 "it, 0 for all (default %(default)s: the newest alone)",
