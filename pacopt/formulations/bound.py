@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import highspy
 import numpy as np
-from scipy.sparse import csc_array
 
 from pacopt.formulations.offline import OfflineProblem, maximal_cliques
 from pacopt.infra.interrupt import run_stoppable
@@ -86,6 +85,8 @@ def solve_relaxation(problem: OfflineProblem, time_limit: float | None = 10.0,
         cols += active
         vals += widths[active].tolist()
         upper.append(float(problem.instance.cluster.num_servers))
+    from scipy.sparse import csc_array  # here: 0.14 s of imports lp-online never needs
+
     matrix = csc_array((vals, (rows, cols)), shape=(len(upper), len(keys)))
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = len(keys), len(upper)

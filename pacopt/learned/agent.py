@@ -2,12 +2,13 @@
 
 A checkpoint is a MaskablePPO ``.zip`` saved by :mod:`pacopt.learned.train`. The package ships
 ``checkpoints/general-<preset>.zip`` (trained across the four beta distributions; beta is in the
-observation) and, where they beat it on seeds 10000-10004 (the held-out seeds, so for ``pac-ml``
-they are not strictly held out), per-distribution fine-tunes
-``checkpoints/<A|B|C|D>-<preset>.zip``, and agents trained under a placer other than first fit,
-``checkpoints/<name>-<preset>-<placer>.zip`` (``general-ddls-best-fit``,
-``general-physical-compact``); see ``checkpoints/README.md`` for how each was trained and how it
-scored. The agent plays deterministically: the most likely degree under the live mask.
+observation), per-distribution fine-tunes ``checkpoints/<A|B|C|D>-<preset>.zip`` where they
+validate lower than it on their distribution, and agents trained under a placer other than
+first fit, ``checkpoints/<name>-<preset>-<placer>.zip`` (``general-ddls-best-fit``,
+``general-physical-compact``); a preset and placer no agent was trained for is played by the
+one chosen for it on the validation seeds (:data:`STAND_INS`). ``checkpoints/README.md`` says
+how each was trained, how it scored and how it was chosen. The agent plays
+deterministically: the most likely degree under the live mask.
 
 ``pac-ml`` is online: at each arrival it plays the fine-tune of the distribution the betas
 arrived so far look like (:class:`~pacopt.cluster.recognise.BetaRecogniser`), the general agent
