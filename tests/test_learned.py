@@ -390,22 +390,25 @@ def test_a_rollout_teachers_soft_target_ranks_degrees_by_their_rollout_scores(pi
     assert choices > 10
 
 
-def test_the_significance_guard_keeps_only_departures_that_win_stream_by_stream():
-    """With ``significance`` a degree whose paired gain over the base's is noise is scored as
-    the base's (which wins the tie); one that wins in every stream keeps its score."""
+def test_the_significance_guard_lowers_each_departure_by_its_noise():
+    """With ``significance`` z every other degree's gain over the base's is lowered by z
+    standard errors of its paired mean: a noisy gain falls below the base's degree, one won in
+    every stream stays above it."""
     from types import SimpleNamespace
 
     from pacopt.learned.train import TIE_PREFERENCE, RolloutTarget
 
     accepted = {2: np.array([5.0, 5, 5, 5]),   # the base's degree
-                4: np.array([9.0, 2, 9, 2]),   # gains 4, -3, 4, -3: a mean of 0.5, noise
-                8: np.array([6.0, 6, 7, 6])}   # gains 1, 1, 2, 1: a mean of 1.25, every stream
+                4: np.array([9.0, 2, 9, 2]),   # gains 4, -3, 4, -3: a mean of 0.5, error 2.02
+                8: np.array([6.0, 6, 7, 6])}   # gains 1, 1, 2, 1: a mean of 1.25, error 0.25
     streams = SimpleNamespace(stream_scores=lambda episode, allowed: (2, accepted))
     mask, env = np.ones(9, dtype=bool), SimpleNamespace(episode=None)
     plain = RolloutTarget(streams, temperature=0.5)(env, None, mask)
     guarded = RolloutTarget(streams, temperature=0.5, significance=2.0)(env, None, mask)
+    error4 = np.array([4.0, -3, 4, -3]).std(ddof=1) / 2
     assert plain[4] == pytest.approx(0.5 / 0.5) and plain[8] == pytest.approx(1.25 / 0.5)
-    assert guarded[4] == pytest.approx(0.0) and guarded[8] == pytest.approx(1.25 / 0.5)
+    assert guarded[4] == pytest.approx((0.5 - 2 * error4) / 0.5) and guarded[4] < 0
+    assert guarded[8] == pytest.approx((1.25 - 2 * 0.25) / 0.5)
     assert guarded[2] == pytest.approx(TIE_PREFERENCE / 0.5)
     del accepted[8]  # only noise left: the base's degree is the target's best
     assert int(np.argmax(RolloutTarget(streams, 0.5, significance=2.0)(env, None, mask))) == 2

@@ -218,9 +218,10 @@ class RolloutTarget:
     the base policy's degree's, over ``temperature``; ``-inf`` for the degrees it does not
     score (see :func:`teacher_chooser`). ``margin`` (jobs) is added to the base's own degree:
     a departure from it must win by more than that (policy iteration's noise guard).
-    ``significance`` (z, 0: off) is the other guard: a degree whose gain over the base's, stream
-    by stream (the streams are shared, so the gains pair up), is not above ``significance``
-    standard errors of its mean is scored as the base's degree, which wins the tie."""
+    ``significance`` (z, 0: off) is the other guard, one that grows with the noise: every other
+    degree's gain over the base's is lowered by ``significance`` standard errors of its mean
+    (the streams are shared, so the gains pair up stream by stream), a lower confidence bound;
+    only a departure that wins by more than its noise keeps a gain."""
 
     def __init__(self, rollout: Rollout, temperature: float, label_every: int = 1,
                  margin: float = 0.0, significance: float = 0.0):
@@ -238,8 +239,8 @@ class RolloutTarget:
         scores = {degree: float(accepted.mean()) for degree, accepted in streams.items()}
         if self.significance:
             for degree, accepted in streams.items():
-                if not _significant(accepted - streams[base], self.significance):
-                    scores[degree] = min(scores[degree], scores[base])
+                if degree != base:
+                    scores[degree] -= self.significance * _standard_error(accepted - streams[base])
         target = np.full(len(mask), -np.inf, dtype=np.float32)
         for degree, score in scores.items():
             target[degree] = (score - scores[base]) / self.temperature
@@ -247,13 +248,9 @@ class RolloutTarget:
         return target
 
 
-def _significant(gains: np.ndarray, z: float) -> bool:
-    """Whether the mean of paired ``gains`` is above ``z`` of its standard errors (a one-sided
-    test; gains all equal and positive count, all zero do not)."""
-    if len(gains) < 2:
-        return bool(gains.mean() > 0)
-    spread = gains.std(ddof=1) / math.sqrt(len(gains))
-    return bool(gains.mean() > z * spread) if spread > 0 else bool(gains.mean() > 0)
+def _standard_error(values: np.ndarray) -> float:
+    """The standard error of the mean of ``values`` (0 for fewer than two)."""
+    return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
 
 
 def validate_policy(env: PartitionEnv, policy: DegreePolicy, distributions, seeds) -> float:

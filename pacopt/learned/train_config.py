@@ -153,10 +153,10 @@ class TrainConfig:
         "ties only; rollouts this short are noisy, and chasing their noise undoes a round)",
         minimum=0, error=_TARGET_ERROR)
     improve_significance: float = _option(
-        0.0, "--improve-significance", "standard errors by which a degree's gain over the "
-        "student's own degree, stream by stream, must be above zero before the improve teacher "
-        "prefers it (default %(default)g: off; a test that grows with the streams' noise, where "
-        "--improve-margin is fixed)", minimum=0, error=_TARGET_ERROR)
+        0.0, "--improve-significance", "standard errors of its gain over the student's own "
+        "degree (stream by stream) the improve teacher takes off every other degree's score, a "
+        "lower confidence bound (default %(default)g: off; a guard that grows with the "
+        "rollouts' noise, where --improve-margin is fixed)", minimum=0, error=_TARGET_ERROR)
     improve_keep: int = _option(1, "--improve-keep", "rounds of labels the improve teacher's "
                                 "student is fitted to: the newest round's and the ones before "
                                 "it, 0 for all (default %(default)s: the newest alone)",
