@@ -260,20 +260,20 @@ def test_a_placer_without_its_own_checkpoint_plays_its_stand_in_or_fails_in_one_
         "general-physical-compact.zip"
     with pytest.raises(InputError, match=r"\(general-ddls\.zip\)"):
         agent.default_checkpoint("ddls", None, "best-fit")
-    # best fit's stand-in is shipped; first fit's (the ddls agent) is not
+    # best fit has a stand-in (the compact agent); first fit has none
     assert agent.default_checkpoint("physical", "A", "best-fit").name == \
         "general-physical-compact.zip"
     with pytest.raises(InputError) as err:
         agent.default_checkpoint("physical", "A", "first-fit")
     assert "under placer 'first-fit' (shipped for --placement compact)" in str(err.value)
-    (tmp_path / "general-ddls.zip").write_bytes(b"")
-    assert agent.default_checkpoint("physical", None, "first-fit").name == "general-ddls.zip"
-    # an agent trained for the preset and placer comes before the stand-in; under best fit the
-    # stand-in comes before the preset's first-fit agent
+    # an agent trained for the preset and placer plays there; under best fit the stand-in comes
+    # before the preset's first-fit agent
     (tmp_path / "general-physical.zip").write_bytes(b"")
     assert agent.default_checkpoint("physical", "C", "first-fit").name == "general-physical.zip"
     assert agent.default_checkpoint("physical", "C", "best-fit").name == \
         "general-physical-compact.zip"
+    monkeypatch.setattr(agent, "STAND_INS", {})
+    assert agent.default_checkpoint("physical", "C", "best-fit").name == "general-physical.zip"
 
 
 @pytest.mark.parametrize("placer", ["first-fit", "best-fit"])

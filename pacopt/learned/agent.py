@@ -47,11 +47,10 @@ _IN_MEMORY = "network-in-memory"  # the path shown for a network handed over in 
 
 
 #: The shipped agent that plays a preset and placer no shipped agent was trained for, chosen
-#: on the validation seeds 9000-9007 over the other shipped agents, each below that placer's
+#: on the validation seeds 9000-9007 over the other shipped agents, below that placer's
 #: ``tuned`` there (``checkpoints/README.md``, "Every placer"): under ``physical``, best fit
-#: is played by the compact agent and first fit by the first-fit ``ddls`` agent.
-STAND_INS: dict[tuple[str, str], str] = {("physical", "best-fit"): "general-physical-compact.zip",
-                                         ("physical", "first-fit"): "general-ddls.zip"}
+#: is played by the compact agent.
+STAND_INS: dict[tuple[str, str], str] = {("physical", "best-fit"): "general-physical-compact.zip"}
 
 
 def default_checkpoint(preset: str = "ddls", distribution: str | None = None,

@@ -66,8 +66,8 @@ def _teacher_514ca14(dist: str, episodes: int) -> Recipe:
 
 
 #: The recipes by name: those of the shipped checkpoints (``general-ddls``,
-#: ``general-ddls-best-fit``, ``general-physical-compact``, ``A-ddls``, ``C-ddls``), one under
-#: trial (``general-physical``: first fit under ``physical``); the
+#: ``general-ddls-best-fit``, ``general-physical``, ``general-physical-compact``, ``A-ddls``,
+#: ``C-ddls``); the
 #: first-fit general agent they replaced (``general-ddls-distilled``) and the two teachers it
 #: distils that were never shipped (``B-ddls``, ``D-ddls``: commit 514ca14's fine-tunes); and
 #: a policy-iteration run whose curve ships (``policy-iteration-A``).
@@ -107,7 +107,8 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
             "minutes": 75.0}),
     Recipe("general-physical", "the general recipe under the physical preset and first fit: "
            "imitation of the rollout teacher over first-fit tuned, 8 episodes of each "
-           "distribution and a DAgger round, no PPO; degree features",
+           "distribution and a DAgger round, no PPO; degree features (65 min to its checkpoint "
+           "beside other runs)",
            {"preset": "physical", **_GENERAL, "minutes": 90.0}),
     Recipe("general-physical-compact", "the best-fit recipe under the physical preset and "
            "compact, its best placer: imitation of the rollout teacher over compact tuned, 8 "

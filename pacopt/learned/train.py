@@ -172,8 +172,8 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
     per-distribution agents into one); ``improve``: policy improvement of ``student`` (the
     network being trained, :class:`~pacopt.learned.agent.LearnedPolicy` forks it), the rollout
     teacher with the student as its base (``improve``: its futures, horizon, margin and
-    significance), which
-    labels every ``label_every``-th state (without a student yet: ``rollout``); ``improve:POLICY``,
+    significance), which labels every ``label_every``-th state (without a student yet:
+    ``rollout``); ``improve:POLICY``,
     policy iteration from ``POLICY``: its first round's rollouts are the same, over ``POLICY``;
     or one of these per distribution, ``A=agent:a.zip,B=tuned,C=...``.
 
