@@ -101,12 +101,12 @@ def test_every_registered_online_method_is_a_warm_start(ddls):
     assert best_warm_start(ddls, policies, deadline=0.0) == (None, {})  # no time: none played
 
 
-def test_exact_methods_add_the_shipped_agent_last(ddls):
-    """The exact methods' warm starts include the learned agent where its preset has a shipped
-    checkpoint (ddls; physical under compact), and skip it where none is shipped (physical
-    under first fit) or where the checkpoint cannot play the instance (the physical one's table
-    of degrees on a cluster allowing others) instead of failing; under ddls the general agent,
-    with degree features, plays such a cluster."""
+def test_exact_methods_add_the_shipped_agent_last(ddls, monkeypatch, tmp_path):
+    """The exact methods' warm starts include the learned agent where a shipped checkpoint
+    plays the preset and placer (ddls; physical under first fit, compact, and best fit by its
+    stand-in), and skip it where none does (no checkpoints) or where the checkpoint cannot play
+    the instance (the compact one's table of degrees on a cluster allowing others) instead of
+    failing; the general agents, with degree features, play such a cluster."""
     from pacopt.formulations.warm import best_warm_start
     from pacopt.solvers.exact_runner import learned_policies
 
@@ -116,10 +116,15 @@ def test_exact_methods_add_the_shipped_agent_last(ddls):
     check_choice(ddls, start)
     assert name == agents[0].name and start
     physical = workload("physical", num_jobs=5).instance
-    assert list(learned_policies(physical)) == []
+
+    def played(instance) -> list[str]:
+        return [a.checkpoint.split("/")[-1] for a in learned_policies(instance)]
+
+    assert played(physical) == ["general-physical.zip"]
+    best_fit = replace(physical, model=replace(physical.model, placement="best-fit"))
+    assert played(best_fit) == ["general-physical-compact.zip"]  # its stand-in
     compact = replace(physical, model=replace(physical.model, placement="compact"))
-    assert [a.checkpoint.split("/")[-1] for a in learned_policies(compact)] == [
-        "general-physical-compact.zip"]
+    assert played(compact) == ["general-physical-compact.zip"]
     other_degrees = replace(ddls.instance, model=replace(ddls.instance.model,
                                                          max_partitions_per_op=8))
     with pytest.warns(PacoptWarning, match="fine-tunes of A, C cannot play this cluster"):
@@ -127,3 +132,9 @@ def test_exact_methods_add_the_shipped_agent_last(ddls):
     assert [a.checkpoint.split("/")[-1] for a in agents] == ["general-ddls.zip"]
     compact_other = replace(compact, model=replace(compact.model, max_partitions_per_op=8))
     assert list(learned_policies(compact_other)) == []  # its table of degrees cannot
+    assert played(replace(physical, model=replace(physical.model, max_partitions_per_op=8))) \
+        == ["general-physical.zip"]
+    from pacopt.learned import agent
+
+    monkeypatch.setattr(agent, "CHECKPOINT_DIR", tmp_path)  # nothing shipped: nothing played
+    assert played(physical) == []
