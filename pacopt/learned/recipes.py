@@ -97,14 +97,15 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            "checkpoint)", {"placement": "best-fit", **_GENERAL}),
     Recipe("policy-iteration-A", "not a shipped checkpoint: approximate policy iteration from "
            "para-max (beta A, best fit, 200-job episodes, rollouts over the student of 8 "
-           "streams x 20 arrivals, every round's labels kept, each round going on from the best "
-           "policy validated so far), 9 rounds; its curve ships as "
-           "policy-iteration-A.curve.csv (28 min)",
+           "streams x 20 arrivals, each degree's gain lowered by one standard error, each "
+           "round fitted to its own labels and going on from the best policy validated so "
+           "far), 9 rounds; its curve ships as policy-iteration-A.curve.csv (42 min beside "
+           "another run)",
            {"distributions": ("A",), "placement": "best-fit", "num_jobs": 200,
             "teacher": "improve:para-max", "improve_futures": 8, "improve_horizon": 20,
-            "improve_keep": 0, "improve_from": "best", "warm_episodes": 4, "dagger_rounds": 8,
-            "dagger_episodes": 4, "warm_epochs": 32, "regret_weight": 4.0, "max_steps": 1,
-            "minutes": 75.0}),
+            "improve_keep": 1, "improve_significance": 1.0, "improve_from": "best",
+            "warm_episodes": 4, "dagger_rounds": 8, "dagger_episodes": 4, "warm_epochs": 32,
+            "regret_weight": 4.0, "max_steps": 1, "minutes": 75.0}),
     Recipe("general-physical", "the general recipe under the physical preset and first fit: "
            "imitation of the rollout teacher over first-fit tuned, 8 episodes of each "
            "distribution and a DAgger round, no PPO; degree features (65 min to its checkpoint "
