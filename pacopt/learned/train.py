@@ -195,10 +195,12 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
 
     if name.split(":")[0] == "improve" and student is not None:
         return RolloutTarget(Rollout(LearnedPolicy(network=student), improve[1],
-                                     sampled(improve[0])), temperature, label_every, *improve[2:])
+                                     sampled(improve[0])), temperature, label_every,
+                             margin=improve[2], significance=improve[3])
     if name.startswith("improve:"):  # its first round: the same rollouts, over POLICY
         return RolloutTarget(Rollout(make_policy(name[len("improve:"):]), improve[1],
-                                     sampled(improve[0])), temperature, 1, *improve[2:])
+                                     sampled(improve[0])), temperature,
+                             margin=improve[2], significance=improve[3])
     name, _, base = name.partition(":") if name.startswith("rollout:") else (name, "", "")
     if name in ("lookahead", "rollout", "improve"):
         futures = None if name == "lookahead" else sampled(SAMPLED_FUTURES)
