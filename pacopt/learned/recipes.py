@@ -108,8 +108,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
             "regret_weight": 4.0, "max_steps": 1, "minutes": 75.0}),
     Recipe("general-physical", "the general recipe under the physical preset and first fit: "
            "imitation of the rollout teacher over first-fit tuned, 8 episodes of each "
-           "distribution and a DAgger round, no PPO; degree features (65 min to its checkpoint "
-           "beside other runs)",
+           "distribution and a DAgger round, no PPO; degree features (36 min to its checkpoint)",
            {"preset": "physical", **_GENERAL, "minutes": 90.0}),
     Recipe("general-physical-compact", "the best-fit recipe under the physical preset and "
            "compact, its best placer: imitation of the rollout teacher over compact tuned, 8 "
