@@ -151,7 +151,8 @@ class LearnedPolicy:
         # the network is tiny and sees one job at a time: extra torch threads only spin
         torch.set_num_threads(1)
         self._observers: dict[tuple, Observer] = {}
-        self._stand_ins: dict[tuple, set[str]] = {}  # per observer: fine-tunes left out there
+        # per observer: the distributions whose fine-tunes cannot play there
+        self._left_to_general: dict[tuple, set[str]] = {}
         if instance is not None:
             self._observer_for(instance.cluster, instance.model)
 
@@ -190,19 +191,19 @@ class LearnedPolicy:
         if key not in self._observers:
             observer = Observer(*key)
             general = _misfit(observer, self.policies[None], self.paths[None])
-            stand_in: set[str] = set()
+            left_out: set[str] = set()
             for dist, policy in self.policies.items():
                 problem = general if dist is None else _misfit(observer, policy, self.paths[dist])
                 if problem is None:
                     continue
                 if dist is None or self.recogniser is None or general is not None:
                     raise InputError(problem)
-                stand_in.add(dist)
-            if stand_in:
-                warn(f"the shipped fine-tunes of {', '.join(sorted(stand_in))} cannot play this "
+                left_out.add(dist)
+            if left_out:
+                warn(f"the shipped fine-tunes of {', '.join(sorted(left_out))} cannot play this "
                      f"cluster; {Path(self.paths[None]).name} plays those distributions here")
             self._observers[key] = observer
-            self._stand_ins[key] = stand_in
+            self._left_to_general[key] = left_out
         return self._observers[key]
 
     def choose(self, decision: Decision) -> int:
@@ -212,7 +213,7 @@ class LearnedPolicy:
         if self.recogniser is not None:
             self.recogniser.note(decision.job_index, decision.max_jct_fraction)
             guess = self.recogniser.guess
-            if guess in self._stand_ins[key]:
+            if guess in self._left_to_general[key]:
                 guess = None  # its fine-tune cannot play this cluster: the general agent does
             self.checkpoint, self.policy = self.paths[guess], self.policies[guess]
             self.name = self._name(self.checkpoint)
