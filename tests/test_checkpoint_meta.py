@@ -182,7 +182,7 @@ def trained(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("name", ["A-ddls", "C-ddls"])
+@pytest.mark.parametrize("name", ["A-ddls", "C-ddls", "A-ddls-table", "C-ddls-table"])
 def test_a_recipe_is_its_readme_command(name, tmp_path, trained):
     assert pacopt_main(["train", "--recipe", name, "--out", str(tmp_path / "r")]) == 0
     readme = _readme_commands()[name]
@@ -199,7 +199,7 @@ def test_flags_beside_a_recipe_override_it_and_are_recorded(tmp_path, trained):
                         "--out", str(tmp_path / "r")]) == 0
     (call,) = trained
     assert call["config"].minutes == 5 and call["config"].seed == 3
-    assert call["config"].warm_episodes == 24 and call["config"].spill is False
+    assert call["config"].warm_episodes == 24 and call["config"].spill is True
     assert call["overrides"] == {"minutes": 5.0, "seed": 3}
 
 
@@ -211,7 +211,7 @@ def test_a_recipe_with_steps_runs_them_into_subfolders_and_resumes(tmp_path, tra
     fake = train_module.train
 
     def stop_at_c(config, folder, **kwargs):
-        if Path(folder).name == "C-ddls":
+        if Path(folder).name == "C-ddls-table":
             raise KeyboardInterrupt
         return fake(config, folder, **kwargs)
 
@@ -220,17 +220,18 @@ def test_a_recipe_with_steps_runs_them_into_subfolders_and_resumes(tmp_path, tra
     assert pacopt_main(recipe) == 130
     state = json.loads((out / "recipe.json").read_text())
     assert state == {"recipe": "general-ddls-distilled", "overrides": {},
-                     "finished": ["A-ddls", "B-ddls"]}
+                     "finished": ["A-ddls-table", "B-ddls"]}
     monkeypatch.setattr(train_module, "train", fake)
     assert pacopt_main(recipe) == 2  # no --resume
     assert pacopt_main(["train", "--resume", "--minutes", "7", "--out", str(out)]) == 0
-    assert [c["out"].name for c in trained] == ["A-ddls", "B-ddls", "C-ddls", "D-ddls",
-                                                "general-ddls-distilled"]
+    assert [c["out"].name for c in trained] == ["A-ddls-table", "B-ddls", "C-ddls-table",
+                                                "D-ddls", "general-ddls-distilled"]
     assert all(c["out"].parent == out for c in trained)
     assert [c["config"].minutes for c in trained[2:]] == [7, 7, 7]
     general = trained[-1]
     assert general["recipe"] == "general-ddls-distilled"
-    assert general["config"].teacher == f"agent:{out}/{{dist}}-ddls/best.zip"
+    assert general["config"].teacher == ",".join(
+        f"{d}=agent:{out}/{d}-ddls{'-table' if d in 'AC' else ''}/best.zip" for d in "ABCD")
     assert general["config"].distributions == ("A", "B", "C", "D")
     finished = json.loads((out / "recipe.json").read_text())["finished"]
     assert finished[-1] == "general-ddls-distilled"
@@ -289,3 +290,29 @@ def test_pac_ml_plays_the_physical_preset_under_every_placer(tmp_path, capsys, p
     # one general agent, whichever is shipped for physical and the placer (no fine-tune is)
     assert set(result["metrics"]["checkpoints"]) == {default_checkpoint("physical", None,
                                                                         placer).name}
+
+
+def test_a_fine_tune_plays_only_the_cluster_it_was_trained_on(tmp_path):
+    """The shipped fine-tunes (degree features, trained and chosen on 4x4x2) could play a larger
+    cluster, but online `pac-ml` leaves their distributions to the general agent there, with a
+    warning; on their own cluster they play. Metadata naming another cluster counts as such."""
+    from pacopt.cluster.instance import instance_from_dict
+    from pacopt.cluster.paper_workload import on_cluster, paper_instance_dict
+    from pacopt.infra.errors import PacoptWarning
+    from pacopt.learned import agent
+
+    paper = instance_from_dict(paper_instance_dict("A", 20000, 20))
+    assert not LearnedPolicy(paper)._left_to_general[(paper.cluster, paper.model)]
+    larger = instance_from_dict(on_cluster(paper_instance_dict("A", 20000, 20), (8, 4, 2)))
+    with pytest.warns(PacoptWarning, match="fine-tunes of A, C were not trained for this cluster"):
+        policy = LearnedPolicy(larger)
+    assert policy._left_to_general[(larger.cluster, larger.model)] == {"A", "C"}
+    elsewhere = tmp_path / "A-ddls.zip"  # the A fine-tune, as if trained on 8x4x2
+    shutil.copy(CHECKPOINT_DIR / "A-ddls.zip", elsewhere)
+    meta = read_metadata(elsewhere)
+    set_metadata(elsewhere, {**meta, "config": {**meta["config"], "cluster": "8x4x2"}})
+    observer = policy._observers[(larger.cluster, larger.model)]
+    network = load_checkpoint(str(elsewhere))
+    assert agent._trained_for(observer, network, str(elsewhere), larger.cluster)
+    assert not agent._trained_for(observer, network, str(CHECKPOINT_DIR / "A-ddls.zip"),
+                                  larger.cluster)

@@ -133,7 +133,7 @@ def test_ray_is_no_setting_of_the_run_and_may_change_on_resume(tmp_path, monkeyp
     calls = []
 
     def fake(config, out, resume=False, log=print, recipe=None, overrides=None, ray=None):
-        if Path(out).name == "C-ddls" and ray == "local":
+        if Path(out).name == "C-ddls-table" and ray == "local":
             raise KeyboardInterrupt  # the first run stops at its third step
         calls.append((Path(out).name, ray))
         return Path(out) / "best.zip"
@@ -146,5 +146,6 @@ def test_ray_is_no_setting_of_the_run_and_may_change_on_resume(tmp_path, monkeyp
                         "--ray"]) == 130
     assert "ray" not in (out / "recipe.json").read_text()
     assert pacopt_main(["train", "--resume", "--out", str(out), "--ray", "auto"]) == 0
-    assert calls[1:] == [("A-ddls", "local"), ("B-ddls", "local"), ("C-ddls", "auto"),
-                         ("D-ddls", "auto"), ("general-ddls-distilled", "auto")]
+    assert calls[1:] == [("A-ddls-table", "local"), ("B-ddls", "local"),
+                         ("C-ddls-table", "auto"), ("D-ddls", "auto"),
+                         ("general-ddls-distilled", "auto")]

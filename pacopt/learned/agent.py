@@ -12,7 +12,8 @@ deterministically: the most likely degree under the live mask.
 
 ``pac-ml`` is online: at each arrival it plays the fine-tune of the distribution the betas
 arrived so far look like (:class:`~pacopt.cluster.recognise.BetaRecogniser`), the general agent
-before the first guess and where no fine-tune is shipped. ``pac-ml-given-label`` is the former
+before the first guess, where no fine-tune is shipped and on a cluster other than the one the
+fine-tune was trained and chosen on. ``pac-ml-given-label`` is the former
 rule, an oracle: it picks one checkpoint from *every* job's beta, future jobs included.
 """
 
@@ -26,10 +27,11 @@ import torch
 from gymnasium import spaces
 
 from pacopt.cluster.instance import Instance
-from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS
+from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS, parse_cluster
 from pacopt.cluster.placers import DEFAULT_PLACER
 from pacopt.cluster.policies import Decision
 from pacopt.cluster.recognise import BetaRecogniser, instance_distribution
+from pacopt.cluster.topology import RampCluster
 from pacopt.infra.checkpoint import load_checked
 from pacopt.infra.errors import InputError, warn
 from pacopt.learned.checkpoint_meta import (
@@ -184,9 +186,9 @@ class LearnedPolicy:
         """The observer of ``(cluster, settings)``: one for every checkpoint (observations do
         not depend on the network), so it is fed every arrival whichever checkpoint plays;
         checked against each checkpoint's spaces when made. Online with the shipped files, a
-        fine-tune that cannot play the cluster (a table of other degrees) leaves its
-        distribution to the general agent, with a warning; any other misfit is an
-        :class:`InputError`."""
+        fine-tune trained on another cluster (or that cannot play this one: a table of other
+        degrees) leaves its distribution to the general agent, with a warning; any other misfit
+        is an :class:`InputError`."""
         key = (cluster, settings)
         if key not in self._observers:
             observer = Observer(*key)
@@ -195,13 +197,18 @@ class LearnedPolicy:
             for dist, policy in self.policies.items():
                 problem = general if dist is None else _misfit(observer, policy, self.paths[dist])
                 if problem is None:
+                    # a shipped fine-tune was chosen on validation episodes of its own cluster
+                    if (self.recogniser is not None and self.paths[dist] != self.paths[None]
+                            and not _trained_for(observer, policy, self.paths[dist], cluster)):
+                        left_out.add(dist)
                     continue
                 if dist is None or self.recogniser is None or general is not None:
                     raise InputError(problem)
                 left_out.add(dist)
             if left_out:
-                warn(f"the shipped fine-tunes of {', '.join(sorted(left_out))} cannot play this "
-                     f"cluster; {Path(self.paths[None]).name} plays those distributions here")
+                warn(f"the shipped fine-tunes of {', '.join(sorted(left_out))} were not trained "
+                     f"for this cluster; {Path(self.paths[None]).name} plays those "
+                     "distributions here")
             self._observers[key] = observer
             self._left_to_general[key] = left_out
         return self._observers[key]
@@ -214,7 +221,7 @@ class LearnedPolicy:
             self.recogniser.note(decision.job_index, decision.max_jct_fraction)
             guess = self.recogniser.guess
             if guess in self._left_to_general[key]:
-                guess = None  # its fine-tune cannot play this cluster: the general agent does
+                guess = None  # its fine-tune is not for this cluster: the general agent plays
             self.checkpoint, self.policy = self.paths[guess], self.policies[guess]
             self.name = self._name(self.checkpoint)
         self.played[self.checkpoint] = None
@@ -257,6 +264,26 @@ def _shapes(space, policy) -> dict:
     if policy.features_extractor.degree_features:
         shapes["actions"] = shapes["actions"][1:]
     return shapes
+
+
+def _trained_for(observer: Observer, policy, path: str, cluster) -> bool:
+    """Whether the checkpoint at ``path`` was trained on ``cluster``'s RAMP shape with the
+    degrees ``observer`` offers (a network with degree features plays others too)."""
+    shape = cluster.communication_groups, cluster.racks_per_group, cluster.servers_per_rack
+    return (_trained_shape(path) == shape
+            and policy.observation_space["actions"].shape[0] == observer.num_actions)
+
+
+@lru_cache(maxsize=8)
+def _trained_shape(path: str) -> tuple[int, int, int]:
+    """The RAMP shape (groups, racks per group, servers per rack) the checkpoint at ``path``
+    was trained on, from its metadata (``--cluster``; the paper's 4x4x2 when not given, and
+    for a file written before checkpoints had metadata)."""
+    config = (read_metadata(path) or {}).get("config") or {}
+    if config.get("cluster"):
+        return parse_cluster(config["cluster"])
+    paper = RampCluster()
+    return paper.communication_groups, paper.racks_per_group, paper.servers_per_rack
 
 
 @lru_cache(maxsize=8)

@@ -68,17 +68,27 @@ def _teacher_514ca14(dist: str, episodes: int) -> Recipe:
 #: The recipes by name: those of the shipped checkpoints (``general-ddls``,
 #: ``general-ddls-best-fit``, ``general-physical``, ``general-physical-compact``, ``A-ddls``,
 #: ``C-ddls``); the
-#: first-fit general agent they replaced (``general-ddls-distilled``) and the two teachers it
-#: distils that were never shipped (``B-ddls``, ``D-ddls``: commit 514ca14's fine-tunes); and
-#: a policy-iteration run whose curve ships (``policy-iteration-A``).
+#: first-fit general agent they replaced (``general-ddls-distilled``) and the four teachers it
+#: distils (``A-ddls-table`` and ``C-ddls-table``, the A and C fine-tunes shipped until
+#: 2026-11-28; ``B-ddls``, ``D-ddls``, commit 514ca14's fine-tunes, never shipped); and a
+#: policy-iteration run whose curve ships (``policy-iteration-A``).
 RECIPES: dict[str, Recipe] = {r.name: r for r in [
     Recipe("A-ddls", "the shipped beta-A fine-tune: imitation of the rollout teacher on 24 "
-           "episodes, soft targets and the regret term, without spill features (20 min)",
+           "episodes, soft targets and the regret term; degree features (20 min)",
+           {"distributions": ("A",), "warm_episodes": 24, "dagger_rounds": 0,
+            **_ROLLOUT_STUDENT}),
+    Recipe("A-ddls-table", "a teacher of general-ddls-distilled: the beta-A fine-tune shipped "
+           "until 2026-11-28, the A-ddls recipe with the table of degrees and without spill "
+           "features (20 min)",
            {"distributions": ("A",), "warm_episodes": 24, "dagger_rounds": 0, "spill": False,
             "degree_features": False, **_ROLLOUT_STUDENT}),
     _teacher_514ca14("B", 8),
-    Recipe("C-ddls", "the shipped beta-C fine-tune: the A recipe with the spill features on 30 "
-           "rollout-teacher episodes and one DAgger round of 10 (20 min)",
+    Recipe("C-ddls", "the shipped beta-C fine-tune: the A recipe on 30 rollout-teacher "
+           "episodes and one DAgger round of 10; degree features (20 min)",
+           {"distributions": ("C",), "warm_episodes": 30, "dagger_rounds": 1,
+            "dagger_episodes": 10, **_ROLLOUT_STUDENT}),
+    Recipe("C-ddls-table", "a teacher of general-ddls-distilled: the beta-C fine-tune shipped "
+           "until 2026-11-28, the C-ddls recipe with the table of degrees (20 min)",
            {"distributions": ("C",), "warm_episodes": 30, "dagger_rounds": 1,
             "dagger_episodes": 10, "degree_features": False, **_ROLLOUT_STUDENT}),
     _teacher_514ca14("D", 7),
@@ -88,9 +98,10 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
     Recipe("general-ddls-distilled", "not shipped since 2026-11-28 (general-ddls replaced it): "
            "the first-fit general agent that trains the four per-distribution recipes, then "
            "distils them (4 episodes each and a DAgger round; about 92 min in all)",
-           {"teacher": "agent:{out}/{dist}-ddls/best.zip", "warm_episodes": 4, "envs": 2,
-            "degree_features": False, "minutes": 12.0},
-           steps=("A-ddls", "B-ddls", "C-ddls", "D-ddls")),
+           {"teacher": "A=agent:{out}/A-ddls-table/best.zip,B=agent:{out}/B-ddls/best.zip,"
+                       "C=agent:{out}/C-ddls-table/best.zip,D=agent:{out}/D-ddls/best.zip",
+            "warm_episodes": 4, "envs": 2, "degree_features": False, "minutes": 12.0},
+           steps=("A-ddls-table", "B-ddls", "C-ddls-table", "D-ddls")),
     Recipe("general-ddls-best-fit", "the shipped agent under best fit: imitation of the "
            "rollout teacher over best-fit tuned, 8 episodes of each distribution, soft targets "
            "and the regret term, a DAgger round, no PPO; degree features (24 min to its "
