@@ -153,7 +153,7 @@ class LearnedPolicy:
         # the network is tiny and sees one job at a time: extra torch threads only spin
         torch.set_num_threads(1)
         self._observers: dict[tuple, Observer] = {}
-        # per observer: the distributions whose fine-tunes cannot play there
+        # per observer: the distributions whose fine-tunes do not play there
         self._left_to_general: dict[tuple, set[str]] = {}
         if instance is not None:
             self._observer_for(instance.cluster, instance.model)
