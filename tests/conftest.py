@@ -56,3 +56,19 @@ def ctrl_c_as_in_a_terminal():
         signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
+
+
+def table_checkpoint(path: Path, instance_data: dict) -> Path:
+    """An untrained agent with the learned table of the degrees 0..16 (checkpoint format 1, as
+    every shipped agent had before 2026-11-28), for the observations of ``instance_data``'s
+    cluster and model, saved to ``path`` without metadata (such a file loads: its spaces are
+    checked)."""
+    from sb3_contrib import MaskablePPO
+
+    from pacopt.learned.env import PartitionEnv, WorkloadFamily
+    from pacopt.learned.gnn import DegreePolicy
+
+    env = PartitionEnv(WorkloadFamily.from_instance_data(instance_data, distributions=("A",)))
+    MaskablePPO(DegreePolicy, env, device="cpu", seed=0, policy_kwargs={
+        "features_extractor_kwargs": {"spill": True, "degree_features": False}}).save(path)
+    return path

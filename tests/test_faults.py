@@ -41,6 +41,7 @@ from pacopt.infra.errors import InputError, PacoptWarning
 from pacopt.infra.interrupt import request_stop, stoppable
 from pacopt.learned.agent import CHECKPOINT_DIR
 from pacopt.learned.train_config import TrainConfig, read_run_state, resumed_config
+from tests.conftest import table_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -358,11 +359,9 @@ def test_an_agent_for_another_cluster_is_refused_before_the_episode(tmp_path):
     data["cluster"] = {"communication_groups": 2, "racks_per_group": 2, "servers_per_rack": 2}
     data["model"] = {"max_partitions_per_op": 8}
     (tmp_path / "small.json").write_text(json.dumps(data))
-    physical = {**data, "model": {**data["model"], "preset": "physical",
-                                  "placement": "compact"}}
-    (tmp_path / "physical.json").write_text(json.dumps(physical))
-    table = CHECKPOINT_DIR / "general-physical-compact.zip"
-    code, _, err = run(solve_main, [str(tmp_path / "physical.json"), "--method", "pac-ml",
+    paper_cluster = {**data, "cluster": {}, "model": {}}  # the table's 17 degrees
+    table = table_checkpoint(tmp_path / "table.zip", paper_cluster)
+    code, _, err = run(solve_main, [str(tmp_path / "small.json"), "--method", "pac-ml",
                                     "--checkpoint", str(table), "--out", str(tmp_path / "r.json")])
     one_line_error(code, err, "trained for degrees")
     code, _, err = run(solve_main, [str(tmp_path / "small.json"), "--method", "pac-ml",

@@ -11,6 +11,7 @@ from pacopt.cluster.simulator import simulate
 from pacopt.formulations.offline import build_problem, check_choice, greedy_choice
 from pacopt.formulations.warm import warm_start_from
 from pacopt.infra.errors import PacoptWarning
+from tests.conftest import table_checkpoint
 
 GRAPHS = Path(__file__).resolve().parents[1] / "examples" / "graphs"
 
@@ -105,8 +106,9 @@ def test_exact_methods_add_the_shipped_agent_last(ddls, monkeypatch, tmp_path):
     """The exact methods' warm starts include the learned agent where a shipped checkpoint
     plays the preset and placer (ddls; physical under first fit, compact, and best fit by its
     stand-in), and skip it where none does (no checkpoints) or where the checkpoint cannot play
-    the instance (the compact one's table of degrees on a cluster allowing others) instead of
-    failing; the general agents, with degree features, play such a cluster."""
+    the instance (a table of degrees, as the shipped agents had before 2026-11-28, on a cluster
+    allowing others) instead of failing; the shipped agents, with degree features, play such a
+    cluster."""
     from pacopt.formulations.warm import best_warm_start
     from pacopt.solvers.exact_runner import learned_policies
 
@@ -131,10 +133,17 @@ def test_exact_methods_add_the_shipped_agent_last(ddls, monkeypatch, tmp_path):
         agents = list(learned_policies(other_degrees))  # the general agent has degree features
     assert [a.checkpoint.split("/")[-1] for a in agents] == ["general-ddls.zip"]
     compact_other = replace(compact, model=replace(compact.model, max_partitions_per_op=8))
-    assert list(learned_policies(compact_other)) == []  # its table of degrees cannot
+    assert played(compact_other) == ["general-physical-compact.zip"]
     assert played(replace(physical, model=replace(physical.model, max_partitions_per_op=8))) \
         == ["general-physical.zip"]
     from pacopt.learned import agent
 
     monkeypatch.setattr(agent, "CHECKPOINT_DIR", tmp_path)  # nothing shipped: nothing played
     assert played(physical) == []
+    table_checkpoint(tmp_path / "general-physical-compact.zip", {
+        "model": {"preset": "physical", "placement": "compact"},
+        "graphs": {g: {"file": str(GRAPHS / f"{g}.json")} for g in ("cnn", "resnet")},
+        "workload": {"graphs": ["cnn", "resnet"], "num_jobs": 5, "interarrival_ms": 300.0,
+                     "max_jct_fraction": {"paper": "A"}, "seed": 1}})
+    assert played(compact) == ["general-physical-compact.zip"]  # a table plays its 17 degrees
+    assert list(learned_policies(compact_other)) == []  # and not 9: skipped, no failure

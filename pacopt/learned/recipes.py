@@ -123,9 +123,9 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            {"preset": "physical", **_GENERAL, "minutes": 90.0}),
     Recipe("general-physical-compact", "the best-fit recipe under the physical preset and "
            "compact, its best placer: imitation of the rollout teacher over compact tuned, 8 "
-           "episodes of each distribution and a DAgger round, no PPO (40 min to its checkpoint)",
-           {"preset": "physical", "placement": "compact", **_GENERAL, "degree_features": False,
-            "minutes": 90.0}),
+           "episodes of each distribution and a DAgger round, no PPO; degree features (26 min "
+           "to its checkpoint)",
+           {"preset": "physical", "placement": "compact", **_GENERAL, "minutes": 90.0}),
 ]}
 
 
