@@ -60,9 +60,9 @@ def ctrl_c_as_in_a_terminal():
 
 def table_checkpoint(path: Path, instance_data: dict) -> Path:
     """An untrained agent with the learned table of the degrees 0..16 (checkpoint format 1, as
-    every shipped agent had before 2026-11-28), for the observations of ``instance_data``'s
-    cluster and model, saved to ``path`` without metadata (such a file loads: its spaces are
-    checked)."""
+    the shipped agents had until they were retrained with degree features on 2026-11-28), for
+    the observations of ``instance_data``'s cluster and model, saved to ``path`` without
+    metadata (such a file loads: its spaces are checked)."""
     from sb3_contrib import MaskablePPO
 
     from pacopt.learned.env import PartitionEnv, WorkloadFamily

@@ -292,7 +292,7 @@ def test_pac_ml_plays_the_physical_preset_under_every_placer(tmp_path, capsys, p
                                                                         placer).name}
 
 
-def test_a_fine_tune_plays_only_the_cluster_it_was_trained_on(tmp_path):
+def test_a_fine_tune_plays_only_the_cluster_it_was_trained_on(tmp_path, pipedream_env):
     """The shipped fine-tunes (degree features, trained and chosen on 4x4x2) could play a larger
     cluster, but online `pac-ml` leaves their distributions to the general agent there, with a
     warning; on their own cluster they play. Metadata naming another cluster counts as such."""
