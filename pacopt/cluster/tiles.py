@@ -44,7 +44,7 @@ MIN_TILE_SERVERS = 16
 def tiling(cluster: RampCluster) -> Tiling | None:
     """The tiling of ``cluster`` (module doc), or None when the cluster is one tile or a tile
     would hold fewer than :data:`MIN_TILE_SERVERS` servers."""
-    C, R, S = cluster.communication_groups, cluster.racks_per_group, cluster.servers_per_rack
+    C, R, S = cluster.dims
     tc = _side(C, TILE_GROUPS)
     tr = _side(R, min(TILE_RACKS, tc))  # a RAMP cluster has no more racks than groups
     if (C // tc) * (R // tr) == 1 or tc * tr * S < MIN_TILE_SERVERS:

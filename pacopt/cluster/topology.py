@@ -64,6 +64,12 @@ class RampCluster:
     worker_io_latency: float = 1e-7
     worker_memory: float = 8e10
 
+    @property
+    def dims(self) -> tuple[int, int, int]:
+        """(groups, racks per group, servers per rack): the RAMP shape, as ``--cluster`` gives
+        it (``8x8x4``)."""
+        return self.communication_groups, self.racks_per_group, self.servers_per_rack
+
     def __post_init__(self) -> None:
         for name in ("communication_groups", "racks_per_group", "servers_per_rack", "channels"):
             value = getattr(self, name)
@@ -125,7 +131,7 @@ class RampCluster:
     # ----- block shapes -------------------------------------------------------------------------
     def shapes(self, m: int) -> tuple[tuple[int, int, int], ...]:
         """Block shapes for a group of ``m`` sub-ops, in the reference's search order."""
-        return _shapes(self.communication_groups, self.racks_per_group, self.servers_per_rack, m)
+        return _shapes(*self.dims, m)
 
     def blocks(self, m: int) -> tuple[Block, ...]:
         """Every block for ``m`` sub-ops, in first-fit order (shape, then origin c, r, s)."""
@@ -242,7 +248,7 @@ def _shapes(C: int, R: int, S: int, m: int) -> tuple[tuple[int, int, int], ...]:
 
 @lru_cache(maxsize=None)
 def _blocks(cluster: RampCluster, m: int) -> tuple[Block, ...]:
-    C, R, S = cluster.communication_groups, cluster.racks_per_group, cluster.servers_per_rack
+    C, R, S = cluster.dims
     blocks: list[Block] = []
     for shape in _shapes(C, R, S, m):
         cb, rb, sb = shape

@@ -268,7 +268,7 @@ class _JobData:
         """Non-identity axis reversals mapping each count's blocks onto blocks of the same shape,
         as server permutations (see ``docs/notes/joblevel.md``, symmetry breaking)."""
         cluster = self.cluster
-        dims = (cluster.communication_groups, cluster.racks_per_group, cluster.servers_per_rack)
+        dims = cluster.dims
         found = []
         for flips in product((False, True), repeat=3):
             if not any(flips):

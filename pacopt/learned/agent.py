@@ -269,8 +269,7 @@ def _shapes(space, policy) -> dict:
 def _trained_for(observer: Observer, policy, path: str, cluster) -> bool:
     """Whether the checkpoint at ``path`` was trained on ``cluster``'s RAMP shape with the
     degrees ``observer`` offers (a network with degree features plays others too)."""
-    shape = cluster.communication_groups, cluster.racks_per_group, cluster.servers_per_rack
-    return (_trained_shape(path) == shape
+    return (_trained_shape(path) == cluster.dims
             and policy.observation_space["actions"].shape[0] == observer.num_actions)
 
 
@@ -282,8 +281,7 @@ def _trained_shape(path: str) -> tuple[int, int, int]:
     config = (read_metadata(path) or {}).get("config") or {}
     if config.get("cluster"):
         return parse_cluster(config["cluster"])
-    paper = RampCluster()
-    return paper.communication_groups, paper.racks_per_group, paper.servers_per_rack
+    return RampCluster().dims
 
 
 @lru_cache(maxsize=8)
