@@ -273,19 +273,23 @@ def _trained_for(observer: Observer, policy, path: str, cluster) -> bool:
             and policy.observation_space["actions"].shape[0] == observer.num_actions)
 
 
-@lru_cache(maxsize=8)
 def _trained_shape(path: str) -> tuple[int, int, int]:
     """The RAMP shape (groups, racks per group, servers per rack) the checkpoint at ``path``
     was trained on, from its metadata (``--cluster``; the paper's 4x4x2 when not given, and
     for a file written before checkpoints had metadata)."""
-    config = (read_metadata(path) or {}).get("config") or {}
+    config = (_metadata(path) or {}).get("config") or {}
     if config.get("cluster"):
         return parse_cluster(config["cluster"])
     return RampCluster().dims
 
 
 @lru_cache(maxsize=8)
+def _metadata(path: str) -> dict | None:
+    """A checkpoint's metadata, read once per file (as the checkpoint is loaded once:
+    :func:`load_checkpoint`)."""
+    return read_metadata(path)
+
+
 def _summary(path: str) -> dict | None:
-    """A checkpoint's metadata as results record it (read once per file, as the checkpoint is
-    loaded once: :func:`load_checkpoint`)."""
-    return summary(read_metadata(path))
+    """A checkpoint's metadata as results record it."""
+    return summary(_metadata(path))
