@@ -300,6 +300,7 @@ def test_a_fine_tune_plays_only_the_cluster_it_was_trained_on(tmp_path, pipedrea
     from pacopt.cluster.paper_workload import on_cluster, paper_instance_dict
     from pacopt.infra.errors import PacoptWarning
     from pacopt.learned import agent
+    from pacopt.learned.player import load_player
 
     paper = instance_from_dict(paper_instance_dict("A", 20000, 20))
     assert not LearnedPolicy(paper)._left_to_general[(paper.cluster, paper.model)]
@@ -312,7 +313,7 @@ def test_a_fine_tune_plays_only_the_cluster_it_was_trained_on(tmp_path, pipedrea
     meta = read_metadata(elsewhere)
     set_metadata(elsewhere, {**meta, "config": {**meta["config"], "cluster": "8x4x2"}})
     observer = policy._observers[(larger.cluster, larger.model)]
-    network = load_checkpoint(str(elsewhere))
+    network = load_player(str(elsewhere), load_checkpoint)
     assert agent._trained_for(observer, network, str(elsewhere), larger.cluster)
     assert not agent._trained_for(observer, network, str(CHECKPOINT_DIR / "A-ddls.zip"),
                                   larger.cluster)

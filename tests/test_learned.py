@@ -430,7 +430,7 @@ def test_rollouts_over_the_agent_keep_its_history_apart():
     from pacopt.cluster.simulator import OnlineEpisode
 
     scored, instance = _agent_and_instance(30)
-    plain = LearnedPolicy(network=scored.policy)
+    plain = LearnedPolicy(network=scored.player.network)
     rollout = Rollout(scored, horizon=8, futures=[family(30).instance("D", 7).jobs])
     episode, reference = OnlineEpisode(instance), OnlineEpisode(instance)
     while not episode.done:
@@ -450,7 +450,7 @@ def test_a_whole_episode_rollout_never_loses_to_the_agent():
 
     agent, instance = _agent_and_instance(24)
     improved = play_rollout(instance, Rollout(agent, len(instance.jobs)))
-    plain = simulate(instance, LearnedPolicy(network=agent.policy), seed=0)
+    plain = simulate(instance, LearnedPolicy(network=agent.player.network), seed=0)
     assert sum(j.accepted for j in improved.jobs) >= sum(j.accepted for j in plain.jobs)
 
 
@@ -466,7 +466,7 @@ def test_the_improve_teacher_labels_every_kth_state_over_the_student():
     teacher = teacher_chooser("improve", "B", "ddls", fam, seed=3, temperature=0.5,
                               student=student, label_every=3)
     assert isinstance(teacher.rollout.base, LearnedPolicy)
-    assert teacher.rollout.base.policy is student
+    assert teacher.rollout.base.player.network is student
     _, steps = play(env, greedy_chooser(student), "B", 20_001, teacher)
     labelled = [i for i, step in enumerate(steps) if step[1] is not None]
     assert len(steps) == 30 and labelled == list(range(0, 30, 3))

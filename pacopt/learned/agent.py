@@ -8,7 +8,9 @@ first fit, ``checkpoints/<name>-<preset>-<placer>.zip`` (``general-ddls-best-fit
 ``general-physical-compact``); a preset and placer no agent was trained for is played by the
 one chosen for it on the validation seeds (:data:`STAND_INS`). ``checkpoints/README.md`` says
 how each was trained, how it scored and how it was chosen. The agent plays
-deterministically: the most likely degree under the live mask.
+deterministically: the most likely degree under the live mask, through each checkpoint's
+network compiled once into the cache (:mod:`pacopt.learned.player`: a later process plays it
+without importing torch-geometric).
 
 ``pac-ml`` is online: at each arrival it plays the fine-tune of the distribution the betas
 arrived so far look like (:class:`~pacopt.cluster.recognise.BetaRecogniser`), the general agent
@@ -42,7 +44,7 @@ from pacopt.learned.checkpoint_meta import (
     summary,
 )
 from pacopt.learned.features import Observer
-from pacopt.learned.gnn import greedy_degree
+from pacopt.learned.player import Player, load_player
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 _IN_MEMORY = "network-in-memory"  # the path shown for a network handed over in memory
@@ -142,12 +144,12 @@ class LearnedPolicy:
                          for dist in (None, *PAPER_DISTRIBUTIONS)}
                 self.recogniser = BetaRecogniser()
         self._label = "pac-ml-given-label" if given_label and not checkpoint else "pac-ml"
-        # each file loaded once (load_checkpoint caches), shared by the distributions using it
-        self.policies = ({None: network} if network is not None else
-                         {dist: load_checkpoint(str(path.resolve())) for dist, path in paths.items()})
+        # each file loaded once (load_player caches), shared by the distributions using it
+        self.players = ({None: Player.of_policy(network)} if network is not None else
+                         {dist: load_player(str(path.resolve()), load_checkpoint) for dist, path in paths.items()})
         self.paths = {dist: str(path) for dist, path in paths.items()}
         self.checkpoint = self.paths[None]  # the one played before any guess
-        self.policy = self.policies[None]
+        self.player = self.players[None]
         self.name = self._name(self.checkpoint)  # the result records which checkpoint played
         self.played: dict[str, None] = {}  # the checkpoints that decided jobs this episode
         # the network is tiny and sees one job at a time: extra torch threads only spin
@@ -179,7 +181,7 @@ class LearnedPolicy:
         self.played = {}
         if self.recogniser is not None:
             self.recogniser.reset()
-            self.checkpoint, self.policy = self.paths[None], self.policies[None]
+            self.checkpoint, self.player = self.paths[None], self.players[None]
             self.name = self._name(self.checkpoint)
 
     def _observer_for(self, cluster, settings) -> Observer:
@@ -192,14 +194,14 @@ class LearnedPolicy:
         key = (cluster, settings)
         if key not in self._observers:
             observer = Observer(*key)
-            general = _misfit(observer, self.policies[None], self.paths[None])
+            general = _misfit(observer, self.players[None], self.paths[None])
             left_out: set[str] = set()
-            for dist, policy in self.policies.items():
-                problem = general if dist is None else _misfit(observer, policy, self.paths[dist])
+            for dist, player in self.players.items():
+                problem = general if dist is None else _misfit(observer, player, self.paths[dist])
                 if problem is None:
                     # a shipped fine-tune was chosen on validation episodes of its own cluster
                     if (self.recogniser is not None and self.paths[dist] != self.paths[None]
-                            and not _trained_for(observer, policy, self.paths[dist], cluster)):
+                            and not _trained_for(observer, player, self.paths[dist], cluster)):
                         left_out.add(dist)
                     continue
                 if dist is None or self.recogniser is None or general is not None:
@@ -222,13 +224,13 @@ class LearnedPolicy:
             guess = self.recogniser.guess
             if guess in self._left_to_general[key]:
                 guess = None  # its fine-tune is not for this cluster: the general agent plays
-            self.checkpoint, self.policy = self.paths[guess], self.policies[guess]
+            self.checkpoint, self.player = self.paths[guess], self.players[guess]
             self.name = self._name(self.checkpoint)
         self.played[self.checkpoint] = None
         mask = decision.worthwhile_mask()
         if mask.sum() == 1:
             return 0  # nothing but reject is worth choosing: skip the network
-        return greedy_degree(self.policy, observer.observe(decision), mask)
+        return self.player.greedy(observer.observe(decision), mask)
 
     def result_metrics(self) -> dict:
         """What the episode's result records of the agent (the simulator adds it to
@@ -240,12 +242,12 @@ class LearnedPolicy:
                                 for path in self.played if path != _IN_MEMORY}}
 
 
-def _misfit(observer: Observer, policy, path: str) -> str | None:
-    """Why ``policy`` (the checkpoint at ``path``) cannot play what ``observer`` observes, in
+def _misfit(observer: Observer, player: Player, path: str) -> str | None:
+    """Why ``player`` (the checkpoint at ``path``) cannot play what ``observer`` observes, in
     one line; None when it can."""
-    mine = _shapes(observer.observation_space(), policy)
-    theirs = _shapes(policy.observation_space, policy)
-    expected = policy.observation_space["actions"].shape
+    mine = _shapes(observer.observation_space(), player)
+    theirs = _shapes(player.shapes, player)
+    expected = player.shapes["actions"]
     if mine["actions"] != theirs["actions"] and mine["actions"][-1:] == theirs["actions"][-1:]:
         return (f"checkpoint '{path}' was trained for degrees 0..{expected[0] - 1}; this "
                 f"instance allows 0..{observer.num_actions - 1} (a checkpoint with degree "
@@ -257,20 +259,22 @@ def _misfit(observer: Observer, policy, path: str) -> str | None:
     return None
 
 
-def _shapes(space, policy) -> dict:
-    """The observation's shapes as ``policy`` needs them: with degree features any number of
-    degrees (rows of ``actions``) will do, so only the row's length counts."""
-    shapes = {k: v.shape for k, v in space.spaces.items()}
-    if policy.features_extractor.degree_features:
+def _shapes(space, player: Player) -> dict:
+    """The observation's shapes (of a space, or key -> shape) as ``player`` needs them: with
+    degree features any number of degrees (rows of ``actions``) will do, so only the row's
+    length counts."""
+    shapes = dict(space) if isinstance(space, dict) else {k: v.shape
+                                                          for k, v in space.spaces.items()}
+    if player.degree_features:
         shapes["actions"] = shapes["actions"][1:]
     return shapes
 
 
-def _trained_for(observer: Observer, policy, path: str, cluster) -> bool:
+def _trained_for(observer: Observer, player: Player, path: str, cluster) -> bool:
     """Whether the checkpoint at ``path`` was trained on ``cluster``'s RAMP shape with the
     degrees ``observer`` offers (a network with degree features plays others too)."""
     return (_trained_shape(path) == cluster.dims
-            and policy.observation_space["actions"].shape[0] == observer.num_actions)
+            and player.shapes["actions"][0] == observer.num_actions)
 
 
 def _trained_shape(path: str) -> tuple[int, int, int]:

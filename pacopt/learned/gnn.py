@@ -41,6 +41,7 @@ from torch import nn
 from torch_geometric.nn import GINEConv, global_max_pool, global_mean_pool
 
 from pacopt.learned.features import DEGREE_SCALE
+from pacopt.learned.player import masked_argmax
 
 #: Length of :func:`degree_features`' rows.
 DEGREE_FEATURES = 6
@@ -162,6 +163,13 @@ class DegreeScorer(BaseFeaturesExtractor):
         an attribute would add its weights to the state dict a second time)."""
         return _Head(self)
 
+    def play_module(self) -> torch.jit.ScriptModule:
+        """This network's play compiled by TorchScript: ``embed(node_x, edge_index, edge_x,
+        sizes)`` a batch of graphs, then ``forward(embedding, globals, actions)`` the degrees'
+        logits. It runs with torch alone, so :mod:`pacopt.learned.player` saves it and play
+        needs no torch-geometric; it holds these modules, not copies."""
+        return torch.jit.script(_PlayNetwork(self))
+
     def play_logits(self, obs: dict[str, np.ndarray]) -> torch.Tensor:
         """The degrees' logits of one observation (numpy arrays, no batch axis) while the
         weights are frozen for play (eval mode, no gradient): the graph's embedding from the
@@ -215,15 +223,38 @@ class _Head(nn.Module):
         context = self.context(torch.cat([embedding, globals_], 1))
         if self.spill:
             actions = torch.cat([actions, spill_features(actions)], 2)
-        batch, num_actions = actions.shape[:2]
+        batch, num_actions = actions.shape[0], actions.shape[1]
         if self.degree_encoder is not None:
-            table = self.degree_encoder(degree_features(num_actions, actions.device))
+            if torch.jit.is_scripting():  # a scripted module cannot call the cached function
+                rows = _degree_rows(num_actions, actions.device)
+            else:
+                rows = degree_features(num_actions, actions.device)
+            table = self.degree_encoder(rows)
         else:
             table = self.degree_embedding.weight
         degrees = table.unsqueeze(0).expand(batch, -1, -1)
         joined = torch.cat([context.unsqueeze(1).expand(-1, num_actions, -1), actions, degrees], 2)
         return self.scorer(joined).squeeze(-1), context
 
+
+
+class _PlayNetwork(nn.Module):
+    """Play's two steps as one module for TorchScript (:meth:`DegreeScorer.play_module`):
+    ``embed`` a graph (once per graph), then ``forward`` one observation's degree logits from
+    that embedding."""
+
+    def __init__(self, scorer: DegreeScorer):
+        super().__init__()
+        self.encoder, self.head = scorer.encoder, _Head(scorer)
+
+    @torch.jit.export
+    def embed(self, node_x: torch.Tensor, edge_index: torch.Tensor, edge_x: torch.Tensor,
+              sizes: torch.Tensor) -> torch.Tensor:
+        return self.encoder(node_x, edge_index, edge_x, sizes)
+
+    def forward(self, embedding: torch.Tensor, globals_: torch.Tensor,
+                actions: torch.Tensor) -> torch.Tensor:
+        return self.head(embedding, globals_, actions)[0]
 
 @lru_cache(maxsize=16)
 def degree_features(num_actions: int, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -232,11 +263,18 @@ def degree_features(num_actions: int, device: torch.device | str = "cpu") -> tor
     d even, the fractional part of log2(d)] (the last ties 3, 6, 12, 24: three equal parts).
     Made once per size (every decision asks; a traced head then holds it as a constant), so
     never to be changed in place."""
+    return _degree_rows(num_actions, torch.device(device))
+
+
+def _degree_rows(num_actions: int, device: torch.device,
+                 scale: float = float(DEGREE_SCALE)) -> torch.Tensor:
+    """:func:`degree_features` made afresh (TorchScript compiles this one; it takes the
+    scale as an argument, since it reads no global)."""
     d = torch.arange(num_actions, dtype=torch.float32, device=device)
     log = torch.log2(d.clamp_min(1.0))
     frac = log - torch.floor(log + 1e-6)
     positive = (d >= 1).float()
-    return torch.stack([1.0 - positive, log / 4, d / DEGREE_SCALE,
+    return torch.stack([1.0 - positive, log / 4, d / scale,
                         positive * (frac.abs() < 1e-6).float(),
                         positive * (torch.remainder(d, 2) == 0).float(),
                         positive * frac.clamp_min(0.0)], 1)
@@ -309,6 +347,4 @@ def greedy_degree(policy: DegreePolicy, obs: dict[str, np.ndarray], mask: np.nda
     preprocessing to do, and its actor's logits are the scorer's first outputs), without
     building the distribution."""
     with torch.no_grad():
-        logits = policy.features_extractor.play_logits(obs)
-        allowed = torch.from_numpy(np.asarray(mask, dtype=bool))
-        return int(torch.argmax(torch.where(allowed, logits, -torch.inf)))
+        return masked_argmax(policy.features_extractor.play_logits(obs), mask)

@@ -1,0 +1,134 @@
+"""Play without torch-geometric: a checkpoint's network compiled by TorchScript once, kept in the
+cache, and played to the bit as the network in memory plays (``pacopt.learned.player``)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from sb3_contrib import MaskablePPO
+
+from pacopt.learned.agent import load_checkpoint
+from pacopt.learned.checkpoint_meta import set_metadata
+from pacopt.learned.env import PartitionEnv, WorkloadFamily
+from pacopt.learned.gnn import DegreePolicy, greedy_degree
+from pacopt.learned.player import _key, _quietly, load_player
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.fixture(scope="module")
+def env():
+    data = json.loads((EXAMPLES / "bundled.json").read_text())
+    data["workload"]["num_jobs"] = 80
+    data["horizon_ms"] = 80 * data["workload"]["interarrival_ms"]
+    return PartitionEnv(WorkloadFamily.from_instance_data(data, EXAMPLES))
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("PACOPT_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "agents"
+
+
+def _saved(env, path: Path, seed: int, **extractor) -> MaskablePPO:
+    kwargs = {"features_extractor_kwargs": extractor} if extractor else {}
+    model = MaskablePPO(DegreePolicy, env, seed=seed, device="cpu", policy_kwargs=kwargs)
+    # the scorer starts near zero: move it, so that logits differ between degrees
+    with torch.no_grad():
+        model.policy.features_extractor.scorer[-1].weight.normal_(
+            0, 1, generator=torch.Generator().manual_seed(seed))
+    model.save(path)
+    model.policy.set_training_mode(False)
+    return model
+
+
+@pytest.mark.parametrize("extractor", [{}, {"spill": True, "degree_features": True}],
+                         ids=["table", "degree-features"])
+def test_the_compiled_network_plays_the_networks_logits_to_the_bit(env, tmp_path, cache,
+                                                                   extractor):
+    """On every state of an episode the compiled network's logits equal, bit for bit, those of
+    the network in memory it was made from, from the export just written and from the one
+    read back from the cache; with degree features, also for a cluster allowing more degrees."""
+    model = _saved(env, tmp_path / "agent.zip", seed=5, **extractor)
+    scorer = model.policy.features_extractor
+    fresh = load_player.__wrapped__(str(tmp_path / "agent.zip"), load_checkpoint)
+    assert len(list(cache.glob("*.pt"))) == 1
+    cached = load_player.__wrapped__(str(tmp_path / "agent.zip"), load_checkpoint)
+    assert cached.logits is not fresh.logits
+    assert cached.shapes == {k: v.shape for k, v in env.observation_space.spaces.items()}
+    assert cached.degree_features == bool(extractor)
+    obs, _ = env.reset(seed=3)
+    done, decisions = False, 0
+    with torch.no_grad():
+        while not done:
+            mine = scorer.play_logits(obs)
+            assert torch.equal(fresh.logits(obs), mine) and torch.equal(cached.logits(obs), mine)
+            mask = env.action_masks()
+            degree = cached.greedy(obs, mask)
+            assert degree == greedy_degree(model.policy, obs, mask) and mask[degree]
+            decisions += mask.sum() > 1
+            played = obs
+            obs, _, done, _, _ = env.step(degree)
+        assert decisions > 20
+        if extractor:  # the last decision's state (the final observation stands for no job)
+            more = dict(played, actions=np.concatenate([played["actions"],
+                                                        played["actions"][1:]]))
+            assert torch.equal(cached.logits(more), scorer.play_logits(more))
+
+
+def test_a_later_process_plays_the_shipped_agents_without_torch_geometric(tmp_path):
+    """``solve --method pac-ml`` on the bundled example: the first process compiles the shipped
+    checkpoints it loads into the cache; the next plays them from there without importing
+    torch-geometric or stable-baselines3, and decides every job alike."""
+    script = ("import json, sys\n"
+              "from pacopt.cluster.instance import load_instance\n"
+              "from pacopt.solvers.api import solve\n"
+              f"solution = solve(load_instance({str(EXAMPLES / 'bundled.json')!r}), 'pac-ml')\n"
+              "print(json.dumps({'jobs': [[j.degree, j.blocks, j.start_ms] for j in solution.jobs],"
+              " 'validated': solution.validated, 'imported': sorted(m for m in"
+              " ('torch_geometric', 'stable_baselines3', 'sb3_contrib') if m in sys.modules)}))\n")
+    env = {**os.environ, "PACOPT_CACHE_DIR": str(tmp_path / "cache")}
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              env=env, check=True)
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert first["validated"] and second["validated"]
+    assert first["jobs"] == second["jobs"]
+    assert "torch_geometric" in first["imported"]
+    assert second["imported"] == []
+    assert list((tmp_path / "cache" / "agents").glob("*.pt"))
+
+
+def test_a_damaged_export_is_made_again_and_a_changed_checkpoint_gets_its_own(env, tmp_path,
+                                                                             cache):
+    path = tmp_path / "agent.zip"
+    _saved(env, path, seed=6)
+    load_player.__wrapped__(str(path), load_checkpoint)
+    (export,) = cache.glob("*.pt")
+    export.write_bytes(b"not a TorchScript archive")
+    player = load_player.__wrapped__(str(path), load_checkpoint)
+    obs, _ = env.reset(seed=1)
+    assert player.logits(obs).shape == (env.action_space.n,)
+    _quietly(torch.jit.load, str(export))  # written whole again
+    before = _key(str(path))
+    set_metadata(path, {"format": 2, "recipe": "changed"})
+    assert _key(str(path)) != before
+    load_player.__wrapped__(str(path), load_checkpoint)
+    assert len(list(cache.glob("*.pt"))) == 2
+
+
+def test_a_cache_that_cannot_be_written_still_plays(env, tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("the cache directory cannot be made here")
+    monkeypatch.setenv("PACOPT_CACHE_DIR", str(blocker))
+    _saved(env, tmp_path / "agent.zip", seed=7)
+    player = load_player.__wrapped__(str(tmp_path / "agent.zip"), load_checkpoint)
+    obs, _ = env.reset(seed=2)
+    assert player.greedy(obs, np.ones(env.action_space.n, dtype=bool)) in range(env.action_space.n)
