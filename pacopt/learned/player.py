@@ -36,7 +36,8 @@ from pacopt.cluster.timing_cache import cache_dir
 #: Bump when what an export holds changes (its module's methods, its extra file's keys).
 EXPORT_VERSION = 1
 _EXTRA = "pacopt-player.json"
-_SOURCES = ("gnn.py", "player.py")  # the code an export was compiled from
+#: The code an export was compiled from (features.py: the degree scale the network holds).
+_SOURCES = ("gnn.py", "features.py", "player.py")
 
 
 class Player:
