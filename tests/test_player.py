@@ -132,3 +132,14 @@ def test_a_cache_that_cannot_be_written_still_plays(env, tmp_path, monkeypatch):
     player = load_player.__wrapped__(str(tmp_path / "agent.zip"), load_checkpoint)
     obs, _ = env.reset(seed=2)
     assert player.greedy(obs, np.ones(env.action_space.n, dtype=bool)) in range(env.action_space.n)
+
+
+def test_the_cache_keeps_the_newest_exports_only(env, tmp_path, cache, monkeypatch):
+    from pacopt.learned import player
+
+    monkeypatch.setattr(player, "MAX_EXPORTS", 2)
+    for seed in range(3):
+        _saved(env, tmp_path / f"agent{seed}.zip", seed=seed)
+        load_player.__wrapped__(str(tmp_path / f"agent{seed}.zip"), load_checkpoint)
+    kept = {f.name for f in cache.glob("*.pt")}
+    assert kept == {f"{_key(str(tmp_path / f'agent{seed}.zip'))}.pt" for seed in (1, 2)}

@@ -36,6 +36,8 @@ from pacopt.cluster.timing_cache import cache_dir
 #: Bump when what an export holds changes (its module's methods, its extra file's keys).
 EXPORT_VERSION = 1
 _EXTRA = "pacopt-player.json"
+#: Exports kept in the cache; the oldest go first (each code version makes its own).
+MAX_EXPORTS = 64
 #: The code an export was compiled from (features.py: the degree scale the network holds).
 _SOURCES = ("gnn.py", "features.py", "player.py")
 
@@ -162,7 +164,8 @@ def _version(package: str) -> str:
 
 
 def _save(module: torch.jit.ScriptModule, file: Path, info: dict) -> None:
-    """Write the export whole or not at all (another process may be reading the cache)."""
+    """Write the export whole or not at all (another process may be reading the cache), and
+    leave at most :data:`MAX_EXPORTS` in the cache."""
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
@@ -173,5 +176,8 @@ def _save(module: torch.jit.ScriptModule, file: Path, info: dict) -> None:
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
+        exports = sorted(file.parent.glob("*.pt"), key=lambda f: f.stat().st_mtime)
+        for old in exports[:-MAX_EXPORTS]:
+            old.unlink(missing_ok=True)
     except (OSError, RuntimeError):
         pass  # a read-only cache: this run plays the compiled module all the same
