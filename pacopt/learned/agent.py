@@ -44,7 +44,7 @@ from pacopt.learned.checkpoint_meta import (
     summary,
 )
 from pacopt.learned.features import Observer
-from pacopt.learned.player import Player, load_player
+from pacopt.learned.player import Player, load_player, space_shapes
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 _IN_MEMORY = "network-in-memory"  # the path shown for a network handed over in memory
@@ -146,7 +146,8 @@ class LearnedPolicy:
         self._label = "pac-ml-given-label" if given_label and not checkpoint else "pac-ml"
         # each file loaded once (load_player caches), shared by the distributions using it
         self.players = ({None: Player.of_policy(network)} if network is not None else
-                         {dist: load_player(str(path.resolve()), load_checkpoint) for dist, path in paths.items()})
+                        {dist: load_player(str(path.resolve()), load_checkpoint)
+                         for dist, path in paths.items()})
         self.paths = {dist: str(path) for dist, path in paths.items()}
         self.checkpoint = self.paths[None]  # the one played before any guess
         self.player = self.players[None]
@@ -245,7 +246,7 @@ class LearnedPolicy:
 def _misfit(observer: Observer, player: Player, path: str) -> str | None:
     """Why ``player`` (the checkpoint at ``path``) cannot play what ``observer`` observes, in
     one line; None when it can."""
-    mine = _shapes(observer.observation_space(), player)
+    mine = _shapes(space_shapes(observer.observation_space()), player)
     theirs = _shapes(player.shapes, player)
     expected = player.shapes["actions"]
     if mine["actions"] != theirs["actions"] and mine["actions"][-1:] == theirs["actions"][-1:]:
@@ -259,12 +260,10 @@ def _misfit(observer: Observer, player: Player, path: str) -> str | None:
     return None
 
 
-def _shapes(space, player: Player) -> dict:
-    """The observation's shapes (of a space, or key -> shape) as ``player`` needs them: with
-    degree features any number of degrees (rows of ``actions``) will do, so only the row's
-    length counts."""
-    shapes = dict(space) if isinstance(space, dict) else {k: v.shape
-                                                          for k, v in space.spaces.items()}
+def _shapes(shapes: dict[str, tuple[int, ...]], player: Player) -> dict:
+    """An observation's shapes as ``player`` needs them: with degree features any number of
+    degrees (rows of ``actions``) will do, so only the row's length counts."""
+    shapes = dict(shapes)
     if player.degree_features:
         shapes["actions"] = shapes["actions"][1:]
     return shapes

@@ -237,7 +237,6 @@ class _Head(nn.Module):
         return self.scorer(joined).squeeze(-1), context
 
 
-
 class _PlayNetwork(nn.Module):
     """Play's two steps as one module for TorchScript (:meth:`DegreeScorer.play_module`):
     ``embed`` a graph (once per graph), then ``forward`` one observation's degree logits from
@@ -255,6 +254,7 @@ class _PlayNetwork(nn.Module):
     def forward(self, embedding: torch.Tensor, globals_: torch.Tensor,
                 actions: torch.Tensor) -> torch.Tensor:
         return self.head(embedding, globals_, actions)[0]
+
 
 @lru_cache(maxsize=16)
 def degree_features(num_actions: int, device: torch.device | str = "cpu") -> torch.Tensor:

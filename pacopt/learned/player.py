@@ -59,7 +59,7 @@ class Player:
         """Play a :class:`~pacopt.learned.gnn.DegreePolicy` in memory (a student being
         trained: it sees every update of its weights)."""
         extractor = policy.features_extractor
-        return cls(_space_shapes(policy.observation_space), extractor.degree_features,
+        return cls(space_shapes(policy.observation_space), extractor.degree_features,
                    extractor.play_logits, network=policy)
 
     def greedy(self, obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
@@ -120,7 +120,7 @@ def load_player(path: str, load: Callable[[str], Any]) -> Player:
         module = _quietly(policy.features_extractor.play_module)
     except (AttributeError, RuntimeError):  # a torch without TorchScript: play it in memory
         return Player.of_policy(policy)
-    shapes = _space_shapes(policy.observation_space)
+    shapes = space_shapes(policy.observation_space)
     degree_features = policy.features_extractor.degree_features
     _save(module, file, {"shapes": shapes, "degree_features": degree_features,
                          "checkpoint": path})
@@ -139,7 +139,8 @@ def _quietly(call: Callable, *args, **kwargs):
         return call(*args, **kwargs)
 
 
-def _space_shapes(space) -> dict[str, tuple[int, ...]]:
+def space_shapes(space) -> dict[str, tuple[int, ...]]:
+    """A dict observation space's shapes, key -> tuple."""
     return {k: tuple(v.shape) for k, v in space.spaces.items()}
 
 
