@@ -226,8 +226,10 @@ class _BlockCounter:
         found = self._touched_by.get(mask)
         if found is None:
             held = [self._after_holding[server] for server in servers_of(mask)]
-            found = self._touched_by.put(mask, np.unique(np.concatenate(held)) if held
-                                         else np.zeros(0, dtype=np.int64))
+            hit = np.zeros(len(self._size_of), dtype=bool)  # marks, not np.unique: no sort
+            if held:
+                hit[np.concatenate(held)] = True
+            found = self._touched_by.put(mask, np.flatnonzero(hit))
         return found
 
 
@@ -285,10 +287,10 @@ class Observer:
         g = self.graph(decision.graph)
         state, options = decision.state, decision.options()
         placed = np.flatnonzero(options.placeable)
-        # the state, then the state with each placeable degree's footprint: the free-block
-        # counts of both feature groups come from one count over these
-        occupied = [state.occupied] + [state.occupied | decision.placement(int(d)).mask
-                                       for d in placed]
+        # the state, then the state with each placeable degree's footprint (the options'
+        # masks: first fit's placements need not be built): the free-block counts of both
+        # feature groups come from one count over these
+        occupied = [state.occupied] + [state.occupied | options.masks[d] for d in placed]
         return {"node_x": g.node_x.copy(), "edge_index": g.edge_index.copy(),
                 "edge_x": g.edge_x.copy(), "graph_sig": g.sig.copy(),
                 "globals": self._globals(decision, g, occupied),

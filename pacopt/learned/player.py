@@ -82,6 +82,7 @@ class _Compiled:
         self.module = module
         self.embeddings: dict[tuple, torch.Tensor] = {}
 
+    @torch.inference_mode()  # never trained: lighter than no_grad (no version counters)
     def __call__(self, obs: dict[str, np.ndarray]) -> torch.Tensor:
         key = tuple(obs["graph_sig"].tolist())
         embedding = self.embeddings.get(key)

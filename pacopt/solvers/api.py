@@ -19,6 +19,7 @@ from pacopt.cluster.simulator import simulate
 from pacopt.cluster.sizes import check_result_size
 from pacopt.cluster.solution import Solution
 from pacopt.cluster.timing_cache import cache_dir
+from pacopt.infra.collector import fewer_collections
 from pacopt.infra.errors import InputError, warn
 from pacopt.infra.interrupt import stop_requested, stoppable
 from pacopt.solvers.registry import (
@@ -122,7 +123,7 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
     entry = method_entry(method)
     # a Ctrl-C after the method has finished, while its solution is validated, keeps it (and
     # marks it interrupted, so that the command exits 130)
-    with stoppable():
+    with stoppable(), fewer_collections():
         if entry.online:
             solution = simulate(instance, policy, seed=seed, model=model,
                                 progress=progress)
