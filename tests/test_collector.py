@@ -68,3 +68,14 @@ def test_threads_share_one_setting():
         assert gc.get_freeze_count() > 0  # the other thread's exit did not unfreeze this one
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
+
+
+def test_a_callers_own_freeze_is_left_alone():
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with fewer_collections():
+            assert gc.get_threshold()[0] >= RUN_THRESHOLD
+        assert gc.get_freeze_count() == frozen  # still the caller's
+    finally:
+        gc.unfreeze()

@@ -21,6 +21,7 @@ RUN_THRESHOLD = 100_000
 _lock = threading.Lock()
 _depth = 0
 _saved: tuple[int, int, int] | None = None
+_froze = False  # whether the outermost block froze (not when the caller had frozen already)
 
 
 @contextmanager
@@ -28,12 +29,16 @@ def fewer_collections(threshold: int = RUN_THRESHOLD) -> Iterator[None]:
     """Run the block with the objects alive now frozen and young collections every
     ``threshold`` allocations (module doc). Re-entrant and thread-safe: the outermost block
     freezes and restores, inner ones (a solve within a solve, a second thread) only run under
-    it. The collector stays on: cyclic garbage made in the block is still collected."""
-    global _depth, _saved
+    it. The collector stays on: cyclic garbage made in the block is still collected. A caller
+    that has frozen objects itself (a server before it forks) keeps them frozen: the block
+    then only raises the threshold."""
+    global _depth, _saved, _froze
     with _lock:
         if _depth == 0:
             _saved = gc.get_threshold()
-            gc.freeze()
+            _froze = gc.get_freeze_count() == 0
+            if _froze:
+                gc.freeze()
             gc.set_threshold(max(threshold, _saved[0]), *_saved[1:])
         _depth += 1
     try:
@@ -43,5 +48,6 @@ def fewer_collections(threshold: int = RUN_THRESHOLD) -> Iterator[None]:
             _depth -= 1
             if _depth == 0 and _saved is not None:
                 gc.set_threshold(*_saved)
-                gc.unfreeze()
-                _saved = None
+                if _froze:
+                    gc.unfreeze()
+                _saved, _froze = None, False
