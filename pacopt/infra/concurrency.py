@@ -1,5 +1,6 @@
-"""Concurrency helpers every layer may use: the cores this process may run on, and a stop request
-shared by searches running side by side."""
+"""Concurrency helpers every layer may use: the cores this process may run on, a stop request
+shared by searches running side by side, and a process-wide setting held while any block is
+open."""
 
 from __future__ import annotations
 
@@ -55,3 +56,32 @@ class Stop:
         finally:
             with self._lock:
                 self._callbacks.remove(callback)
+
+
+class HeldWhileOpen:
+    """A process-wide setting held while any block is open, in any thread: the first block in
+    applies it (``apply()`` returns what ``restore`` needs to undo it), the last one out
+    restores it. Blocks nest and overlap across threads (the portfolio's lanes, a solve within
+    a solve) without one ending the setting under another."""
+
+    def __init__(self, apply: Callable[[], object], restore: Callable[[object], None]):
+        self._apply, self._restore = apply, restore
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._saved: object = None
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Within the block, the setting holds."""
+        with self._lock:
+            if self._depth == 0:
+                self._saved = self._apply()
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    saved, self._saved = self._saved, None
+                    self._restore(saved)

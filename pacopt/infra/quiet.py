@@ -10,16 +10,36 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from pacopt.infra.concurrency import HeldWhileOpen
 
 _LIBC = ctypes.CDLL(None)
 
 
-_lock = threading.Lock()
-_depth = 0  # blocks open, in every thread: the first one swaps the descriptor, the last restores
-_saved: int | None = None  # the real stdout while swapped
+def _swap() -> int | None:
+    """File descriptor 1 to ``/dev/null``; the real stdout's duplicate (None: no stdout at all,
+    nothing to protect)."""
+    try:
+        saved = os.dup(1)
+    except OSError:
+        return None
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    return saved
+
+
+def _restore(saved: int | None) -> None:
+    if saved is not None:
+        _LIBC.fflush(None)  # C stdio buffers what the solver wrote: drop it now
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+# blocks open in every thread: the first one swaps the descriptor, the last restores
+_SILENCED = HeldWhileOpen(_swap, _restore)
 
 
 @contextmanager
@@ -30,27 +50,6 @@ def c_stdout_silenced() -> Iterator[None]:
     so one block ending while another is still open neither restores stdout too early nor saves
     ``/dev/null`` as the descriptor to restore.
     """
-    global _depth, _saved
     sys.stdout.flush()
-    with _lock:
-        if _depth == 0:
-            try:
-                saved = os.dup(1)
-            except OSError:  # no stdout at all: nothing to protect
-                saved = None
-            if saved is not None:
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, 1)
-                os.close(devnull)
-            _saved = saved
-        _depth += 1
-    try:
+    with _SILENCED.held():
         yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0 and _saved is not None:
-                _LIBC.fflush(None)  # C stdio buffers what the solver wrote: drop it now
-                os.dup2(_saved, 1)
-                os.close(_saved)
-                _saved = None
