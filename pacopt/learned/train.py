@@ -68,6 +68,7 @@ from pacopt.cluster.placers import DEFAULT_PLACER
 from pacopt.cluster.policies import make_policy, tuned_choice
 from pacopt.cluster.rollout import SAMPLED_FUTURES, SAMPLED_HORIZON, Rollout
 from pacopt.infra.checkpoint import load_checked
+from pacopt.infra.collector import fewer_collections
 from pacopt.infra.errors import InputError
 from pacopt.infra.interrupt import (
     children_ignore_interrupts,
@@ -461,7 +462,8 @@ def _label_episode(task) -> tuple[float, list]:
                               placer=config.placement,
                               improve=(config.improve_futures, config.improve_horizon,
                                        config.improve_margin, config.improve_significance))
-    blocking, steps = play(env, drive, dist, seed, teacher)
+    with fewer_collections():  # rollouts' forks allocate as episodes do
+        blocking, steps = play(env, drive, dist, seed, teacher)
     return blocking, [step for step in _with_returns(steps, config.gamma) if step[1] is not None]
 
 
