@@ -1,4 +1,4 @@
-"""CPython's cyclic garbage collector, run seldom while a method runs.
+"""CPython's cyclic garbage collector, run seldom while an episode is played or validated.
 
 An episode allocates millions of short-lived containers (placements, options, partitioned
 graphs), nearly all freed by reference counting. The cyclic collector still runs a young
@@ -6,6 +6,8 @@ collection every 700 allocations, and each older one walks every object alive, t
 checkpoints' included. :func:`fewer_collections` freezes the objects alive when a run starts
 (they are never walked during it: :func:`gc.freeze`) and raises the young generation's threshold;
 on leaving, both go back, so whatever cyclic garbage the run made is collected as before.
+Exact methods run without it: the models they build and drop hold cycles, and their peak
+memory grew with it (``docs/scale.md``, the tenth round).
 """
 
 from __future__ import annotations

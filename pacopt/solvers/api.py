@@ -123,10 +123,11 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
     entry = method_entry(method)
     # a Ctrl-C after the method has finished, while its solution is validated, keeps it (and
     # marks it interrupted, so that the command exits 130)
-    with stoppable(), fewer_collections():
+    with stoppable():
         if entry.online:
-            solution = simulate(instance, policy, seed=seed, model=model,
-                                progress=progress)
+            with fewer_collections():  # not for exact methods: their peak memory grew with it
+                solution = simulate(instance, policy, seed=seed, model=model,
+                                    progress=progress)
         else:
             solution = entry.load()(instance, method, model, time_limit=time_limit,
                                     threads=threads, seed=seed, progress=progress)
@@ -134,7 +135,8 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
         solution.solve_seconds = time.perf_counter() - started
         solution.seed = seed
         try:
-            validate(instance, solution)  # its own timings, never the solver's cache
+            with fewer_collections():
+                validate(instance, solution)  # its own timings, never the solver's cache
         except ValidationError as err:
             solution.status = "error"
             solution.metrics["validation_problems"] = err.problems
