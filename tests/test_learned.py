@@ -17,6 +17,7 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sb3_contrib import MaskablePPO
+from stable_baselines3.common.logger import Logger
 
 from pacopt.cluster.instance import instance_from_dict
 from pacopt.infra.errors import InputError
@@ -216,6 +217,7 @@ def test_a_tiny_training_run_learns(tmp_path):
     model = _fresh_model(train_env, n_steps=256, batch_size=64, n_epochs=8, learning_rate=1e-3)
     eval_env = PartitionEnv(family(distributions=("A",)))
     untrained = _blocking(model.policy, eval_env)
+    model.set_logger(Logger(folder=None, output_formats=[]))  # else sb3 leaves a /tmp folder
     model.learn(total_timesteps=3000)
     trained = _blocking(model.policy, eval_env)
     random_blocking = np.mean([solve(eval_env.family.instance("A", s), "random", seed=0)
