@@ -314,6 +314,7 @@ class JctModel:
         total = sum(state.weight for state in states)      # free weight of the whole cluster
         size = len(table.placed)
         placeable, workers, jct, free_blocks, masks, placements = _unplaced(size)
+        stacked = None  # every tile's scores and free footprints, one row per tile
         for d in range(1, size):
             if not table.placed[d]:
                 continue
@@ -322,23 +323,22 @@ class JctModel:
             t = -1 if j is None else int(best_tile[j])
             if t >= 0 and best[t, j] > -np.inf:
                 k = int(states[t].best_at[j])  # the tile's first footprint with the best score
-                timed = None
                 if not ddls:  # a translate times as its tile's original (a symmetry)
                     span = menu.spans[d]
-                    width = span.stop - span.start
-                    timed = np.tile(menu.jct(d, lambda p, c=counts: self._tile_jct(
-                        graph, c, p)), tiles.num_tiles)
-                    i = t * width + k - span.start  # tile-major, as ``pick`` reads them
+                    timed = menu.jct(d, lambda p, c=counts: self._tile_jct(graph, c, p))
                     if placer != "best-fit" or (deadline_ms is not None
-                                                and timed[i] > deadline_ms):
-                        here = np.concatenate([state.score[span] for state in states])
-                        free = np.concatenate([state.free[span] for state in states])
-                        i = pick(placer, free, here, timed, deadline_ms)
-                        t, row = divmod(i, width)
+                                                and timed[k - span.start] > deadline_ms):
+                        if stacked is None:
+                            stacked = (np.stack([state.score for state in states]),
+                                       np.stack([state.free for state in states]))
+                        t, row = divmod(pick(placer, stacked[1][:, span], stacked[0][:, span],
+                                             timed, deadline_ms), span.stop - span.start)
                         k = span.start + row
+                    jct[d] = timed[k - span.start]
+                else:
+                    jct[d] = table.jct_ms[d]
                 placement = self._translated(menu, k, t)
                 lost = states[t].broken[k]  # the weight it breaks
-                jct[d] = table.jct_ms[d] if ddls else timed[i]
             else:  # no footprint free inside a tile (or none exists there): first-fit's
                 found = self._first_fit(table, d, occupied)
                 if found is None:

@@ -387,12 +387,14 @@ def pick(placer: str, free: np.ndarray, score: np.ndarray, jct: np.ndarray | Non
     ``free``: which footprints are free now; ``score``: their :class:`FreeBlockScore`; ``jct``:
     their JCTs where they depend on the placement (else None). ``best-fit``: the best score among
     the free ones meeting ``deadline_ms`` (all free ones if none does); ``compact``: the
-    smallest JCT, then the best score. Ties go to the first footprint."""
+    smallest JCT, then the best score. Ties go to the first footprint. ``free`` and ``score``
+    may also be one row per tile of a tiled cluster, ``jct`` the row they share: the position
+    is then in the rows laid end to end."""
     if not free.any():
         return -1
     candidates = free
     if placer == "compact" and jct is not None:
-        fastest = np.min(jct[free])
+        fastest = np.min(np.where(free, jct, np.inf))
         candidates = free & (jct <= fastest * (1 + 1e-9))
     elif jct is not None and deadline_ms is not None:
         in_time = free & (jct <= deadline_ms)
