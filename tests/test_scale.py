@@ -280,3 +280,40 @@ def test_the_agents_free_block_counts_on_a_wide_cluster_are_a_recount():
             # the counts share first fit's index: its look-ups stay a scan's
             first = next((b for b in blocks if not b.mask & state), None)
             assert cluster.free_block(m, state) == first
+
+
+def test_compact_on_a_tiled_cluster_takes_the_fastest_free_footprint_of_any_tile():
+    """On 8x8x4 (four 4x4x4 tiles) compact's choice for each degree is as fast as the fastest
+    free footprint over every tile's translates, and lies in the tile it names, whichever
+    tiles the running jobs hold."""
+    from pacopt.cluster.policies import make_policy
+    from pacopt.cluster.simulator import OnlineEpisode
+
+    data = {"cluster": {"communication_groups": 8, "racks_per_group": 8, "servers_per_rack": 4},
+            "model": {"preset": "physical", "placement": "compact"}, "graphs": GRAPHS,
+            "jobs": [{"id": f"j{i}", "graph": ("cnn", "tiny")[i % 2], "arrival_ms": 0.5 * i,
+                      "max_jct_fraction": (1.0, 0.6, 0.3)[i % 3]} for i in range(40)]}
+    inst = instance_from_dict(data)
+    tiles = tiling(inst.cluster)
+    assert tiles is not None and tiles.num_tiles == 4
+    model = JctModel(inst.cluster, inst.model, persist=False)
+    episode = OnlineEpisode(inst, model)
+    checked, busy_tiles = 0, set()
+    while not episode.done:
+        decision = episode.decision
+        options = decision.options()
+        occupied = decision.state.occupied
+        busy_tiles.add(sum(1 for local in tiles.local_masks(occupied) if local))
+        for d in map(int, (d for d in range(1, len(options.placeable)) if options.placeable[d])):
+            counts = decision.table.counts[d]
+            free = [tiles.placement(p, t) for p in placers.footprint_placements(
+                        decision.graph, counts, tiles.tile) for t in range(tiles.num_tiles)]
+            free = [p for p in free if not p.mask & occupied]
+            if not free:  # first fit's fallback across tiles: another test's
+                continue
+            fastest = min(model.timing(decision.graph, counts, p).jct_ms for p in free)
+            assert options.jct_ms[d] == pytest.approx(fastest, rel=1e-9)
+            assert not options.masks[d] & occupied
+            checked += 1
+        episode.decide(int(make_policy("para-max").choose(decision)))
+    assert checked > 100 and max(busy_tiles) == 4
