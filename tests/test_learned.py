@@ -392,6 +392,27 @@ def test_a_rollout_teachers_soft_target_ranks_degrees_by_their_rollout_scores(pi
     assert choices > 10
 
 
+def test_the_rollout_teachers_futures_and_guard_come_from_the_config():
+    """``--rollout-futures`` and ``--rollout-significance`` reach the rollout teacher (and
+    ``improve``'s first round, which is one); ``lookahead`` plays the real future alone."""
+    from pacopt.learned.train import TrainConfig, teacher_chooser
+
+    config = TrainConfig(rollout_futures=3, rollout_significance=1.5)
+    for bad in ({"rollout_futures": 0}, {"rollout_significance": -1.0}):
+        with pytest.raises(InputError):
+            TrainConfig(**bad)
+    fam = family(30)
+    for name in ("rollout", "improve"):
+        teacher = teacher_chooser(name, "B", "ddls", fam, seed=3,
+                                  rollout=(config.rollout_futures, config.rollout_significance))
+        assert len(teacher.rollout.futures) == 3 and teacher.significance == 1.5
+        assert all(len(stream) == 30 for stream in teacher.rollout.futures)
+    default = teacher_chooser("rollout", "B", "ddls", fam, seed=3)
+    assert len(default.rollout.futures) == 8 and default.significance == 0.0
+    assert teacher_chooser("lookahead", "B", "ddls", fam, seed=3,
+                           rollout=(3, 1.5)).rollout.futures is None
+
+
 def test_the_significance_guard_lowers_each_departure_by_its_noise():
     """With ``significance`` z every other degree's gain over the base's is lowered by z
     standard errors of its paired mean: a noisy gain falls below the base's degree, one won in

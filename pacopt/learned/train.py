@@ -162,7 +162,8 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
                     temperature: float = 0.25, student=None, label_every: int = 1,
                     placer: str = DEFAULT_PLACER,
                     improve: tuple[int, int, float, float] = (IMPROVE_FUTURES, IMPROVE_HORIZON,
-                                                              0.0, 0.0)):
+                                                              0.0, 0.0),
+                    rollout: tuple[int, float] = (SAMPLED_FUTURES, 0.0)):
     """``teacher`` for :func:`play`: a heuristic's degree (``tuned`` resolves per distribution);
     ``lookahead``: the hindsight rollout teacher over ``tuned`` (:mod:`pacopt.cluster.rollout`;
     training episodes only); ``rollout``: the rollout teacher over ``tuned`` on job streams
@@ -174,7 +175,8 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
     network being trained, :class:`~pacopt.learned.agent.LearnedPolicy` forks it), the rollout
     teacher with the student as its base (``improve``: its futures, horizon, margin and
     significance), which labels every ``label_every``-th state (without a student yet:
-    ``rollout``); ``improve:POLICY``,
+    ``rollout``); ``rollout``: the rollout and lookahead teachers' futures (sampled streams;
+    not lookahead's) and significance; ``improve:POLICY``,
     policy iteration from ``POLICY``: its first round's rollouts are the same, over ``POLICY``;
     or one of these per distribution, ``A=agent:a.zip,B=tuned,C=...``.
 
@@ -187,7 +189,7 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
         if distribution not in choice:
             raise InputError(f"teacher '{name}' names no teacher for distribution {distribution}")
         return teacher_chooser(choice[distribution], distribution, preset, family, seed,
-                               temperature, student, label_every, placer, improve)
+                               temperature, student, label_every, placer, improve, rollout)
     def sampled(count: int) -> list:  # job streams of the family, drawn with ``seed``
         if family is None:
             raise InputError("the rollout teachers need the workload family to sample from")
@@ -204,9 +206,10 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
                              margin=improve[2], significance=improve[3])
     name, _, base = name.partition(":") if name.startswith("rollout:") else (name, "", "")
     if name in ("lookahead", "rollout", "improve"):
-        futures = None if name == "lookahead" else sampled(SAMPLED_FUTURES)
+        futures = None if name == "lookahead" else sampled(rollout[0])
         return RolloutTarget(Rollout(make_policy(base or tuned_choice(distribution, preset, placer)),
-                                     SAMPLED_HORIZON if futures else 40, futures), temperature)
+                                     SAMPLED_HORIZON if futures else 40, futures), temperature,
+                             significance=rollout[1])
     if name.startswith("agent:"):  # a trained agent per distribution: distillation
         policy = load_checkpoint(name[len("agent:"):].format(dist=distribution))
         return lambda env, obs, mask: one_hot(greedy_degree(policy, obs, mask), len(mask))
@@ -461,7 +464,8 @@ def _label_episode(task) -> tuple[float, list]:
                               label_every=config.label_every if driver is not None else 1,
                               placer=config.placement,
                               improve=(config.improve_futures, config.improve_horizon,
-                                       config.improve_margin, config.improve_significance))
+                                       config.improve_margin, config.improve_significance),
+                              rollout=(config.rollout_futures, config.rollout_significance))
     with fewer_collections():  # rollouts' forks allocate as episodes do
         blocking, steps = play(env, drive, dist, seed, teacher)
     return blocking, [step for step in _with_returns(steps, config.gamma) if step[1] is not None]

@@ -15,6 +15,7 @@ from typing import Any
 
 from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS, parse_cluster
 from pacopt.cluster.placers import DEFAULT_PLACER, PLACERS, check_placer
+from pacopt.cluster.rollout import SAMPLED_FUTURES
 from pacopt.infra.errors import InputError
 from pacopt.learned.checkpoint_meta import check_agent_checkpoint
 from pacopt.learned.env import PartitionEnv, TraceFamily, WorkloadFamily
@@ -76,11 +77,12 @@ def _teacher(name: str) -> str:
 
 
 #: The one message for an integer option out of range (the command has always given it whole).
-_COUNTS_ERROR = ("--envs, --jobs, --steps, --dagger-episodes, --label-every, --improve-futures, "
-                 "--improve-horizon and --warm-epochs must be "
+_COUNTS_ERROR = ("--envs, --jobs, --steps, --dagger-episodes, --label-every, --rollout-futures, "
+                 "--improve-futures, --improve-horizon and --warm-epochs must be "
                  ">= 1, --seed, --warm-episodes, --dagger-rounds and --improve-keep >= 0")
 _TARGET_ERROR = ("--teacher-temperature must be a finite number > 0, and --regret-weight, "
-                 "--improve-margin and --improve-significance finite numbers >= 0")
+                 "--rollout-significance, --improve-margin and --improve-significance finite "
+                 "numbers >= 0")
 
 
 @dataclass
@@ -141,6 +143,15 @@ class TrainConfig:
                                "teachers label every this many states (default %(default)s; "
                                "the improve teacher, whose forks call the network, wants "
                                "about 10)", minimum=1, error=_COUNTS_ERROR)
+    rollout_futures: int = _option(SAMPLED_FUTURES, "--rollout-futures", "the rollout "
+                                   "teacher's sampled job streams per labelled state (default "
+                                   "%(default)s; more cost as much more time and average more "
+                                   "of the rollouts' noise away)", minimum=1, error=_COUNTS_ERROR)
+    rollout_significance: float = _option(
+        0.0, "--rollout-significance", "standard errors of its gain over the base policy's "
+        "degree (stream by stream) the rollout teacher takes off every other degree's score, "
+        "as --improve-significance does for the improve teacher (default %(default)g: off)",
+        minimum=0, error=_TARGET_ERROR)
     improve_futures: int = _option(IMPROVE_FUTURES, "--improve-futures", "the improve "
                                    "teacher's sampled job streams per labelled state (default "
                                    "%(default)s)", minimum=1, error=_COUNTS_ERROR)
