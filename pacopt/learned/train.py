@@ -166,8 +166,9 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
                     rollout: tuple[int, float] = (SAMPLED_FUTURES, 0.0)):
     """``teacher`` for :func:`play`: a heuristic's degree (``tuned`` resolves per distribution);
     ``lookahead``: the hindsight rollout teacher over ``tuned`` (:mod:`pacopt.cluster.rollout`;
-    training episodes only); ``rollout``: the rollout teacher over ``tuned`` on job streams
-    sampled from ``family`` (training seeds drawn with ``seed``), ``rollout:POLICY`` over another
+    training episodes only); ``rollout``: the rollout teacher over ``tuned`` on ``rollout[0]``
+    job streams sampled from ``family`` (training seeds drawn with ``seed``), every other
+    degree's gain lowered by ``rollout[1]`` standard errors, ``rollout:POLICY`` over another
     fixed rule or heuristic (e.g. ``min-feasible`` on traces, where ``tuned`` has no
     distribution); ``agent:PATH``, a trained
     agent's greedy degree, where ``{dist}`` in PATH becomes the distribution (distilling
@@ -175,8 +176,7 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
     network being trained, :class:`~pacopt.learned.agent.LearnedPolicy` forks it), the rollout
     teacher with the student as its base (``improve``: its futures, horizon, margin and
     significance), which labels every ``label_every``-th state (without a student yet:
-    ``rollout``); ``rollout``: the rollout and lookahead teachers' futures (sampled streams;
-    not lookahead's) and significance; ``improve:POLICY``,
+    ``rollout``); ``improve:POLICY``,
     policy iteration from ``POLICY``: its first round's rollouts are the same, over ``POLICY``;
     or one of these per distribution, ``A=agent:a.zip,B=tuned,C=...``.
 
