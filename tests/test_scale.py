@@ -8,6 +8,7 @@ import random
 import threading
 import time
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -304,7 +305,7 @@ def test_compact_on_a_tiled_cluster_takes_the_fastest_free_footprint_of_any_tile
         options = decision.options()
         occupied = decision.state.occupied
         busy_tiles.add(sum(1 for local in tiles.local_masks(occupied) if local))
-        for d in map(int, (d for d in range(1, len(options.placeable)) if options.placeable[d])):
+        for d in map(int, np.flatnonzero(options.placeable)):
             counts = decision.table.counts[d]
             free = [tiles.placement(p, t) for p in placers.footprint_placements(
                         decision.graph, counts, tiles.tile) for t in range(tiles.num_tiles)]
