@@ -26,6 +26,17 @@ def pipedream_env(pipedream_dir, monkeypatch) -> Path:
     return pipedream_dir
 
 
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread for the test (as the training's workers run it), restored after."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def trace_dir() -> Path:
     """The ElasticFlow release of Microsoft's ITP job traces (``raw/`` and ``generated/``

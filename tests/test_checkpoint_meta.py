@@ -173,9 +173,10 @@ def trained(monkeypatch):
 
     calls = []
 
-    def fake(config, out, resume=False, log=print, recipe=None, overrides=None, ray=None):
+    def fake(config, out, resume=False, log=print, recipe=None, overrides=None, ray=None,
+             label_cache=None):
         calls.append({"config": config, "out": Path(out), "resume": resume, "recipe": recipe,
-                      "overrides": overrides, "ray": ray})
+                      "overrides": overrides, "ray": ray, "label_cache": label_cache})
         return Path(out) / "best.zip"
 
     monkeypatch.setattr(train_module, "train", fake)
@@ -223,7 +224,11 @@ def test_a_recipe_with_steps_runs_them_into_subfolders_and_resumes(tmp_path, tra
                      "finished": ["A-ddls-table", "B-ddls"]}
     monkeypatch.setattr(train_module, "train", fake)
     assert pacopt_main(recipe) == 2  # no --resume
-    assert pacopt_main(["train", "--resume", "--minutes", "7", "--out", str(out)]) == 0
+    labels = str(tmp_path / "labels")  # not a setting: given on --resume, reaches each step
+    assert pacopt_main(["train", "--resume", "--minutes", "7", "--out", str(out),
+                        "--label-cache", labels]) == 0
+    assert [c["label_cache"] for c in trained] == [None, None, labels, labels, labels]
+    assert "labels" not in (out / "recipe.json").read_text()
     assert [c["out"].name for c in trained] == ["A-ddls-table", "B-ddls", "C-ddls-table",
                                                 "D-ddls", "general-ddls-distilled"]
     assert all(c["out"].parent == out for c in trained)

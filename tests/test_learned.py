@@ -535,9 +535,9 @@ def test_improve_from_best_goes_on_from_the_best_validated_policy(tmp_path, pipe
     drivers = []
     label_all = train_module._label_all
 
-    def recorded(label, tasks):
+    def recorded(label, tasks, keep=None):
         drivers.append(tasks[0][4])  # the weights the round's episodes are played with
-        return label_all(label, tasks)
+        return label_all(label, tasks, keep)
 
     monkeypatch.setattr(train_module, "_label_all", recorded)
     config = TrainConfig(distributions=("A",), num_jobs=24, envs=1, teacher="improve:para-max",

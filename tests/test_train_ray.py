@@ -19,15 +19,7 @@ import pytest
 from pacopt.cluster.paper_workload import TRAIN_SEED_RANGE
 from pacopt.infra.interrupt import request_stop, stoppable
 
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _tasks(config, driver, count=2):
@@ -132,7 +124,8 @@ def test_ray_is_no_setting_of_the_run_and_may_change_on_resume(tmp_path, monkeyp
 
     calls = []
 
-    def fake(config, out, resume=False, log=print, recipe=None, overrides=None, ray=None):
+    def fake(config, out, resume=False, log=print, recipe=None, overrides=None, ray=None,
+             label_cache=None):
         if Path(out).name == "C-ddls-table" and ray == "local":
             raise KeyboardInterrupt  # the first run stops at its third step
         calls.append((Path(out).name, ray))

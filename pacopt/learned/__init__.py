@@ -15,4 +15,6 @@
 - :mod:`~pacopt.learned.checkpoint_meta`: what each checkpoint says about itself
   (``pacopt.json``: format, code version, recipe, settings, ...) and the format check on load;
 - :mod:`~pacopt.learned.recipes`: the named recipes of ``pacopt train --recipe``.
+- :mod:`~pacopt.learned.label_cache`: the teacher's labelled episodes kept on disk
+  (``pacopt train --label-cache``), read back by a later run that would label them again.
 """

@@ -89,6 +89,7 @@ from pacopt.learned.checkpoint_meta import (
 )
 from pacopt.learned.env import PartitionEnv, WorkloadFamily
 from pacopt.learned.gnn import DegreePolicy, greedy_degree
+from pacopt.learned.label_cache import LabelCache
 from pacopt.learned.train_config import (
     IMPROVE_FUTURES,
     IMPROVE_HORIZON,
@@ -279,7 +280,7 @@ def weights(policy: DegreePolicy) -> dict[str, torch.Tensor]:
 # ----- the warm start ---------------------------------------------------------------------------
 def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator,
                log=print, evaluate=None, deadline: float | None = None,
-               ray: str | None = None) -> None:
+               ray: str | None = None, label_cache: str | Path | None = None) -> None:
     """Imitate the teacher (module doc): ``warm_episodes`` teacher episodes per distribution,
     then ``dagger_rounds`` rounds in which the policy drives and the teacher labels the states
     it visits (so the policy learns to recover from its own mistakes); after each round the
@@ -291,7 +292,9 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
     default 1, that round's alone, the earlier ones being relative to older policies). The
     episodes of a round are played by ``config.envs`` processes side by side (a rollout teacher
     takes about a minute each), or with ``ray`` (``"local"`` or a cluster address) as Ray tasks
-    (:func:`_labeller`); the labels are the same.
+    (:func:`_labeller`); the labels are the same. With ``label_cache`` (a folder) an episode
+    labelled there before is read back instead of played, and each one played is kept there
+    (:mod:`pacopt.learned.label_cache`).
 
     The first round always runs; a DAgger round only when, at the pace of the rounds so far, it
     would end before ``deadline`` (a ``time.time()`` value)."""
@@ -304,6 +307,7 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
     iterate = config.teacher.split(":")[0] == "improve"
     keep = config.improve_keep if iterate else 0
     started, played = time.time(), 0
+    cache = None if label_cache is None else LabelCache(label_cache)
     with _labeller(config, ray) as label:
         for round_ in range(1 + config.dagger_rounds):
             if stop_requested():  # Ctrl-C: no new round
@@ -317,14 +321,19 @@ def warm_start(model: MaskablePPO, config: TrainConfig, rng: np.random.Generator
             driver = None if round_ == 0 else weights(policy)
             tasks = [(config, dist, int(rng.integers(*TRAIN_SEED_RANGE)), int(rng.integers(2**31)),
                       driver) for dist in config.labels for _ in range(count)]
-            results = _label_all(label, tasks)
+            cached = [None if cache is None else cache.get(task) for task in tasks]
+            results = _label_all(label, [t for t, c in zip(tasks, cached) if c is None],
+                                 None if cache is None else cache.put)
             if results is None:  # Ctrl-C
                 return
+            fresh = iter(results)
+            results = [next(fresh) if c is None else c for c in cached]
             rounds.append([])
-            for (_, dist, seed, _, _), (blocking, steps) in zip(tasks, results):
+            for (_, dist, seed, _, _), (blocking, steps), c in zip(tasks, results, cached):
                 rounds[-1] += steps
                 who = "teacher" if round_ == 0 else f"policy (DAgger round {round_})"
-                log(f"warm start: {who} on {dist} seed {seed}: blocking {blocking:.3f}")
+                log(f"warm start: {who} on {dist} seed {seed}: blocking {blocking:.3f}"
+                    + ("" if c is None else " (from the label cache)"))
             if not (iterate and round_):  # DAgger fits everything from scratch
                 policy.load_state_dict(initial)
             if keep:  # the older rounds' labels are not fitted again: let them go
@@ -383,14 +392,19 @@ def _labeller(config: TrainConfig, ray: str | None = None
         _shut_down(pool)
 
 
-def _label_all(label, tasks: list) -> list | None:
+def _label_all(label, tasks: list, keep=None) -> list | None:
     """:func:`_label_episode` of every task, in order, through ``label`` (:func:`_labeller`);
-    None as soon as a stop is requested (Ctrl-C)."""
+    None as soon as a stop is requested (Ctrl-C). ``keep(task, result)`` is called on each
+    result as it comes (the label cache: what was labelled is kept even if the run stops)."""
+    if not tasks:
+        return []
     results = []
     with closing(label(tasks)) as each:  # closed early: what is still running is dropped
-        for result in each:
+        for task, result in zip(tasks, each):
             if stop_requested():
                 return None
+            if keep is not None:
+                keep(task, result)
             results.append(result)
     return None if stop_requested() or len(results) < len(tasks) else results
 
@@ -740,13 +754,15 @@ def save_state(model: MaskablePPO, out: Path, state: dict) -> None:
 
 def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print,
           recipe: str | None = None, overrides: dict | None = None,
-          ray: str | None = None) -> Path:
+          ray: str | None = None, label_cache: str | Path | None = None) -> Path:
     """Train (or, with ``resume``, continue) an agent into ``out``; returns the best checkpoint.
     ``recipe`` (the ``--recipe`` that set ``config``, :mod:`pacopt.learned.recipes`) and
     ``overrides`` (the settings given besides it) are recorded in ``run.json`` and in each
     checkpoint's metadata (:mod:`pacopt.learned.checkpoint_meta`), with the imitation rounds
     fitted so far. ``ray`` (``"local"`` or a cluster's address; not a setting of the run, so
-    not recorded) plays the warm start's episodes as Ray tasks (:func:`warm_start`).
+    not recorded) plays the warm start's episodes as Ray tasks (:func:`warm_start`);
+    ``label_cache`` (a folder, not recorded either) keeps its labelled episodes and reads back
+    those labelled before (:mod:`pacopt.learned.label_cache`).
 
     ``config.minutes`` bounds this call's wall time (the warm start's first round always runs,
     its DAgger rounds only when they fit); ``max_steps`` the total environment steps.
@@ -818,7 +834,7 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False, log=print,
                             model.policy.load_state_dict(validation.best_weights)
 
                     warm_start(model, config, rng, log, evaluate=evaluate, deadline=deadline,
-                               ray=ray)
+                               ray=ray, label_cache=label_cache)
                     if validation.best_weights is not None:  # PPO goes on from the best
                         model.policy.load_state_dict(validation.best_weights)
                 elif not config.init:

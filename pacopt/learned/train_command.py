@@ -2,9 +2,10 @@
 
 The options are :class:`~pacopt.learned.train_config.TrainConfig`'s fields that carry an
 :class:`~pacopt.learned.train_config.Option` (flag, help, range): their defaults and range checks live
-there; this module adds only ``--out``, ``--resume``, ``--recipe``, ``--list-recipes`` and
-``--ray`` (where the warm start's episodes run, which may change on ``--resume``), which are not
-settings of the run. ``--resume`` continues the run with the settings ``run.json``
+there; this module adds only ``--out``, ``--resume``, ``--recipe``, ``--list-recipes``,
+``--ray`` (where the warm start's episodes run) and ``--label-cache`` (where its labelled
+episodes are kept, :mod:`pacopt.learned.label_cache`), which are not settings of the run and
+may change on ``--resume``. ``--resume`` continues the run with the settings ``run.json``
 recorded (budget flags aside: :data:`~pacopt.learned.train_config.RESUME_OVERRIDES`).
 ``--recipe NAME`` (:mod:`pacopt.learned.recipes`) sets the defaults of the flags to a named
 recipe's; a recipe with steps runs them in order into subfolders of ``--out``
@@ -43,12 +44,18 @@ def train_command(argv: list[str]) -> int:
                                       "runs/NAME)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --out with its recorded settings (only --minutes, "
-                             "--steps, --envs and --ray may change)")
+                             "--steps, --envs, --ray and --label-cache may change)")
     add_ray_option(parser, help="play the warm start's episodes (the teacher's labelling and "
                                 "the DAgger rounds) as Ray tasks: on a local Ray instance of "
                                 "--envs CPUs, or on the cluster at ADDRESS (e.g. auto, "
                                 "ray://host:10001); the labels are the same as without it. Not "
                                 "a setting of the run: not recorded, free to change on --resume")
+    parser.add_argument("--label-cache", metavar="DIR",
+                        help="keep the warm start's labelled episodes in DIR, and read back "
+                             "those labelled there before (same settings, seeds and driving "
+                             "policy) instead of playing them again: a student's fitting "
+                             "settings tried again without paying the teacher. Not a setting of "
+                             "the run; start a new DIR after changing pacopt's code")
     args = vars(parser.parse_args(argv))
     name, listing = args.pop("recipe"), args.pop("list_recipes")
     if listing or name == "list":
@@ -57,11 +64,15 @@ def train_command(argv: list[str]) -> int:
     recipe = get_recipe(name) if name is not None else None
     out = Path(args.pop("out") or (f"runs/{name}" if name else "runs/pac-ml"))
     resume = args.pop("resume")
-    ray = args.pop("ray")
+    ray, label_cache = args.pop("ray"), args.pop("label_cache")
     ray_address(ray)  # nothing at the address: one line, exit 2, before any work
+    if label_cache is not None:
+        from pacopt.infra.safe_write import check_output_folder
+
+        check_output_folder(label_cache, "--label-cache")
     given = dict(options[dest](value) for dest, value in args.items())
     if (out / RECIPE_STATE).exists() or (recipe is not None and recipe.steps):
-        return _train_steps(recipe, given, out, resume, ray)
+        return _train_steps(recipe, given, out, resume, ray, label_cache)
     # every file handed over is checked before torch is imported (one line, exit 2)
     if resume:
         state = read_run_state(out)
@@ -77,7 +88,8 @@ def train_command(argv: list[str]) -> int:
     )
 
     best = train(config, out, resume=resume, recipe=name,
-                 overrides=given if recipe is not None else None, ray=ray)
+                 overrides=given if recipe is not None else None, ray=ray,
+                 label_cache=label_cache)
     print(f"best checkpoint: {best}")
     return 0
 
@@ -100,7 +112,8 @@ def _check_new_run(config, out: Path) -> None:
         check_agent_checkpoint(config.init, "--init checkpoint")
 
 
-def _train_steps(recipe, given: dict, out: Path, resume: bool, ray: str | None = None) -> int:
+def _train_steps(recipe, given: dict, out: Path, resume: bool, ray: str | None = None,
+                 label_cache: str | None = None) -> int:
     """Run a recipe with steps (:attr:`pacopt.learned.recipes.Recipe.steps`): each step, then
     the recipe itself, into ``out/<name>``, each a normal run; ``out/recipe.json`` records the
     steps finished, so ``--resume`` skips them, resumes the one under way and starts the rest.
@@ -161,9 +174,10 @@ def _train_steps(recipe, given: dict, out: Path, resume: bool, ray: str | None =
         print(f"{step}: training into '{folder}'")
         if (folder / "latest.zip").exists():  # the step under way when the run stopped
             best = train(resumed_config(read_run_state(folder), budget), folder, resume=True,
-                         ray=ray)
+                         ray=ray, label_cache=label_cache)
         else:
-            best = train(configs[step], folder, recipe=step, overrides=overrides, ray=ray)
+            best = train(configs[step], folder, recipe=step, overrides=overrides, ray=ray,
+                         label_cache=label_cache)
         state["finished"].append(step)
         write_atomically(record, json.dumps(state, indent=1), what="training output")
     print(f"best checkpoint: {best}")
