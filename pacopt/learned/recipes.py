@@ -67,7 +67,7 @@ def _teacher_514ca14(dist: str, episodes: int) -> Recipe:
 
 #: The recipes by name: those of the shipped checkpoints (``general-ddls``,
 #: ``general-ddls-best-fit``, ``general-physical``, ``general-physical-compact``, ``A-ddls``,
-#: ``C-ddls``); the
+#: ``C-ddls``); the best-fit agent shipped until 2026-11-29 (``general-ddls-best-fit-8``); the
 #: first-fit general agent they replaced (``general-ddls-distilled``) and the four teachers it
 #: distils (``A-ddls-table`` and ``C-ddls-table``, the A and C fine-tunes shipped until
 #: 2026-11-28; ``B-ddls``, ``D-ddls``, commit 514ca14's fine-tunes, never shipped); and a
@@ -103,8 +103,12 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
             "warm_episodes": 4, "envs": 2, "degree_features": False, "minutes": 12.0},
            steps=("A-ddls-table", "B-ddls", "C-ddls-table", "D-ddls")),
     Recipe("general-ddls-best-fit", "the shipped agent under best fit: imitation of the "
-           "rollout teacher over best-fit tuned, 8 episodes of each distribution, soft targets "
-           "and the regret term, a DAgger round, no PPO; degree features (24 min to its "
+           "rollout teacher over best-fit tuned with 32 sampled streams, 8 episodes of each "
+           "distribution, soft targets and the regret term, a DAgger round, no PPO; degree "
+           "features (55 min to its checkpoint)",
+           {"placement": "best-fit", **_GENERAL, "rollout_futures": 32, "minutes": 75.0}),
+    Recipe("general-ddls-best-fit-8", "the agent under best fit shipped until 2026-11-29: the "
+           "general-ddls-best-fit recipe with the rollout teacher's 8 streams (24 min to its "
            "checkpoint)", {"placement": "best-fit", **_GENERAL}),
     Recipe("policy-iteration-A", "not a shipped checkpoint: approximate policy iteration from "
            "para-max (beta A, best fit, 200-job episodes, rollouts over the student of 8 "
