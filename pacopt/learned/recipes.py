@@ -104,9 +104,10 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            steps=("A-ddls-table", "B-ddls", "C-ddls-table", "D-ddls")),
     Recipe("general-ddls-best-fit", "the shipped agent under best fit: imitation of the "
            "rollout teacher over best-fit tuned with 32 sampled streams, 8 episodes of each "
-           "distribution, soft targets and the regret term, a DAgger round, no PPO; degree "
-           "features (55 min to its checkpoint)",
-           {"placement": "best-fit", **_GENERAL, "rollout_futures": 32, "minutes": 75.0}),
+           "distribution, soft targets and the regret term fitted for 128 epochs, a DAgger "
+           "round, no PPO; degree features (about 57 min to its checkpoint)",
+           {"placement": "best-fit", **_GENERAL, "rollout_futures": 32, "warm_epochs": 128,
+            "minutes": 75.0}),
     Recipe("general-ddls-best-fit-8", "the agent under best fit shipped until 2026-11-29: the "
            "general-ddls-best-fit recipe with the rollout teacher's 8 streams (24 min to its "
            "checkpoint)", {"placement": "best-fit", **_GENERAL}),
