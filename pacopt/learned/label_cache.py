@@ -48,18 +48,15 @@ class LabelCache:
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
         prepare_folder(self.folder, "--label-cache")
-        self.read = self.written = 0
 
     def get(self, task) -> tuple[float, list] | None:
         """The episode's blocking rate and labelled steps, if the cache holds them."""
         path = self._path(task)
         try:
             with np.load(path, allow_pickle=False) as data:
-                episode = _unpacked(data)
+                return _unpacked(data)
         except (OSError, ValueError, KeyError):  # absent, cut short or not ours: label it
             return None
-        self.read += 1
-        return episode
 
     def put(self, task, episode: tuple[float, list]) -> None:
         """Keep a finished episode (one cut short by Ctrl-C, blocking NaN, is not kept)."""
@@ -67,7 +64,6 @@ class LabelCache:
             return
         arrays = _packed(*episode)
         write_atomically(self._path(task), lambda tmp: _save(tmp, arrays), "--label-cache")
-        self.written += 1
 
     def _path(self, task) -> Path:
         return self.folder / f"{episode_key(task)}.npz"
