@@ -76,7 +76,7 @@ def episode_key(task) -> str:
     digest = hashlib.sha256(json.dumps(
         {"format": CHECKPOINT_FORMAT, "settings": settings, "distribution": distribution,
          "seed": int(seed), "teacher_seed": int(teacher_seed)},
-        sort_keys=True, default=list).encode())
+        sort_keys=True).encode())  # a setting JSON cannot hold fails here, not silently
     for name, tensor in sorted((driver or {}).items()):
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().numpy().tobytes())
