@@ -54,9 +54,9 @@ def small_bundled(path: Path, num_jobs: int = 40) -> Path:
 
 
 def _copy_with(tmp_path: Path, name: str, **changes) -> Path:
-    """A copy of the shipped A-ddls checkpoint whose metadata has ``changes``."""
+    """A copy of the shipped C-ddls checkpoint whose metadata has ``changes``."""
     path = tmp_path / name
-    shutil.copy(CHECKPOINT_DIR / "A-ddls.zip", path)
+    shutil.copy(CHECKPOINT_DIR / "C-ddls.zip", path)
     set_metadata(path, {**read_metadata(path), **changes})
     return path
 
@@ -96,12 +96,12 @@ def test_another_format_fails_in_one_line_another_code_version_loads(tmp_path, c
     assert code == 2 and "\n" not in err and "Traceback" not in err
     assert (f"checkpoint '{newer}' was written by pacopt 9.0.0 (git abcdef0) in checkpoint "
             f"format {CHECKPOINT_FORMAT + 1}; this pacopt reads formats 1, 2") in err
-    assert "pacopt train --recipe A-ddls" in err and not (tmp_path / "r.json").exists()
+    assert "pacopt train --recipe C-ddls" in err and not (tmp_path / "r.json").exists()
     # the same format written by other code loads; so does a file without metadata
     other = _copy_with(tmp_path, "other.zip", code_version="0.0.1 (git 1234567)")
     LearnedPolicy(checkpoint=other)
     bare = tmp_path / "bare.zip"
-    with zipfile.ZipFile(CHECKPOINT_DIR / "A-ddls.zip") as source, \
+    with zipfile.ZipFile(CHECKPOINT_DIR / "C-ddls.zip") as source, \
             zipfile.ZipFile(bare, "w") as target:
         for info in source.infolist():
             if info.filename != MEMBER:
@@ -310,15 +310,15 @@ def test_a_fine_tune_plays_only_the_cluster_it_was_trained_on(tmp_path, pipedrea
     paper = instance_from_dict(paper_instance_dict("A", 20000, 20))
     assert not LearnedPolicy(paper)._left_to_general[(paper.cluster, paper.model)]
     larger = instance_from_dict(on_cluster(paper_instance_dict("A", 20000, 20), (8, 4, 2)))
-    with pytest.warns(PacoptWarning, match="fine-tunes of A, C were not trained for this cluster"):
+    with pytest.warns(PacoptWarning, match="fine-tune of C was not trained for this cluster"):
         policy = LearnedPolicy(larger)
-    assert policy._left_to_general[(larger.cluster, larger.model)] == {"A", "C"}
-    elsewhere = tmp_path / "A-ddls.zip"  # the A fine-tune, as if trained on 8x4x2
-    shutil.copy(CHECKPOINT_DIR / "A-ddls.zip", elsewhere)
+    assert policy._left_to_general[(larger.cluster, larger.model)] == {"C"}
+    elsewhere = tmp_path / "C-ddls.zip"  # the C fine-tune, as if trained on 8x4x2
+    shutil.copy(CHECKPOINT_DIR / "C-ddls.zip", elsewhere)
     meta = read_metadata(elsewhere)
     set_metadata(elsewhere, {**meta, "config": {**meta["config"], "cluster": "8x4x2"}})
     observer = policy._observers[(larger.cluster, larger.model)]
     network = load_player(str(elsewhere), load_checkpoint)
     assert agent._trained_for(observer, network, str(elsewhere), larger.cluster)
-    assert not agent._trained_for(observer, network, str(CHECKPOINT_DIR / "A-ddls.zip"),
+    assert not agent._trained_for(observer, network, str(CHECKPOINT_DIR / "C-ddls.zip"),
                                   larger.cluster)

@@ -209,9 +209,11 @@ class LearnedPolicy:
                     raise InputError(problem)
                 left_out.add(dist)
             if left_out:
-                warn(f"the shipped fine-tunes of {', '.join(sorted(left_out))} were not trained "
-                     f"for this cluster; {Path(self.paths[None]).name} plays those "
-                     "distributions here")
+                names = ", ".join(sorted(left_out))
+                warn(f"the shipped fine-tune{'s' if len(left_out) > 1 else ''} of {names} "
+                     f"{'were' if len(left_out) > 1 else 'was'} not trained for this cluster; "
+                     f"{Path(self.paths[None]).name} plays "
+                     f"{'those distributions' if len(left_out) > 1 else 'that distribution'} here")
             self._observers[key] = observer
             self._left_to_general[key] = left_out
         return self._observers[key]

@@ -66,15 +66,16 @@ def _teacher_514ca14(dist: str, episodes: int) -> Recipe:
 
 
 #: The recipes by name: those of the shipped checkpoints (``general-ddls``,
-#: ``general-ddls-best-fit``, ``general-physical``, ``general-physical-compact``, ``A-ddls``,
-#: ``C-ddls``); the best-fit agent shipped until 2026-11-29 (``general-ddls-best-fit-8``); the
-#: first-fit general agent they replaced (``general-ddls-distilled``) and the four teachers it
-#: distils (``A-ddls-table`` and ``C-ddls-table``, the A and C fine-tunes shipped until
-#: 2026-11-28; ``B-ddls``, ``D-ddls``, commit 514ca14's fine-tunes, never shipped); and a
-#: policy-iteration run whose curve ships (``policy-iteration-A``).
+#: ``general-ddls-best-fit``, ``general-physical``, ``general-physical-compact``, ``C-ddls``);
+#: the checkpoints shipped until 2026-11-29 (``general-ddls-best-fit-8``, ``general-ddls-32``,
+#: ``A-ddls``); the first-fit general agent before those (``general-ddls-distilled``) and the
+#: four teachers it distils (``A-ddls-table`` and ``C-ddls-table``, the A and C fine-tunes
+#: shipped until 2026-11-28; ``B-ddls``, ``D-ddls``, commit 514ca14's fine-tunes, never
+#: shipped); and a policy-iteration run whose curve ships (``policy-iteration-A``).
 RECIPES: dict[str, Recipe] = {r.name: r for r in [
-    Recipe("A-ddls", "the shipped beta-A fine-tune: imitation of the rollout teacher on 24 "
-           "episodes, soft targets and the regret term; degree features (20 min)",
+    Recipe("A-ddls", "the beta-A fine-tune shipped until 2026-11-29 (the general agent of that "
+           "day validates lower on A): imitation of the rollout teacher on 24 episodes, soft "
+           "targets and the regret term; degree features (20 min)",
            {"distributions": ("A",), "warm_episodes": 24, "dagger_rounds": 0,
             **_ROLLOUT_STUDENT}),
     Recipe("A-ddls-table", "a teacher of general-ddls-distilled: the beta-A fine-tune shipped "
@@ -93,8 +94,11 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
             "dagger_episodes": 10, "degree_features": False, **_ROLLOUT_STUDENT}),
     _teacher_514ca14("D", 7),
     Recipe("general-ddls", "the shipped agent under first fit: imitation of the rollout teacher "
-           "over tuned, 8 episodes of each distribution, soft targets and the regret term, a "
-           "DAgger round, no PPO; degree features (24 min to its checkpoint)", dict(_GENERAL)),
+           "over tuned, 8 episodes of each distribution, soft targets and the regret term "
+           "fitted for 64 epochs, a DAgger round, no PPO; degree features (17 min to its "
+           "checkpoint)", {**_GENERAL, "warm_epochs": 64}),
+    Recipe("general-ddls-32", "the agent under first fit shipped until 2026-11-29: the "
+           "general-ddls recipe fitted for 32 epochs (24 min to its checkpoint)", dict(_GENERAL)),
     Recipe("general-ddls-distilled", "not shipped since 2026-11-28 (general-ddls replaced it): "
            "the first-fit general agent that trains the four per-distribution recipes, then "
            "distils them (4 episodes each and a DAgger round; about 92 min in all)",

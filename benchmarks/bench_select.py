@@ -1,0 +1,111 @@
+"""Which general agent ships: candidate checkpoints against ``tuned`` on the validation seeds.
+
+    python benchmarks/bench_select.py CANDIDATE.zip [CANDIDATE.zip ...] [--placement first-fit]
+                                      [--parts paper,8x8x4,graphs] [--seeds 8] [--big-seeds 4]
+                                      [--preset ddls] [--workers 2]
+
+A general agent is meant to play more than the paper's workload on the paper's cluster, so
+before one replaces another it is compared, on the validation seeds
+(``pacopt.learned.train_config.VALIDATION_SEEDS``, 9000-9007: never the held-out or fresh ones
+the final tables use), where it will play:
+
+- ``paper``: the paper workload (1001 jobs, 4x4x2, horizon 1e6 ms), as training validates;
+- ``8x8x4``: the same on 256 servers at the paper's load per server (first ``--big-seeds``);
+- ``graphs``: the paper workload with the four PipeDream profiles that neither training nor any
+  final table uses (:data:`SPARE_GRAPHS`).
+
+Prints per part the mean blocking rate per distribution A-D and their mean, for each candidate
+(played alone, as ``--checkpoint`` plays it) and for ``tuned`` under the same placer. Every
+number comes from a validated solution.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from bench_fresh import fresh_instance
+from heldout import SHARED
+from tqdm.auto import tqdm
+
+from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS, paper_instance
+from pacopt.cluster.placers import PLACERS
+from pacopt.learned.train_config import VALIDATION_SEEDS
+
+#: The PipeDream profiles no training run and no final table plays (the paper's five train;
+#: ``bench_agent.py --parts unseen`` judges on five others).
+SPARE_GRAPHS = ("nasnetalarge", "nasnetamobile", "resnet101", "resnext101")
+PARTS = ("paper", "8x8x4", "graphs")
+
+
+def instance_of(part: str, dist: str, seed: int, preset: str):
+    """The validation instance of one part."""
+    if part == "8x8x4":
+        return fresh_instance(dist, seed, (8, 8, 4), preset)
+    graphs = {"graphs": SPARE_GRAPHS} if part == "graphs" else {}
+    return paper_instance(dist, seed, preset=preset, **graphs)
+
+
+def one_cell(task) -> tuple[str, str, str, float]:
+    """Blocking rate of one (candidate or ``tuned``, part, distribution, seed), validated."""
+    label, part, dist, seed, placement, preset = task
+    from pacopt.solvers.api import solve
+
+    instance = instance_of(part, dist, seed, preset)
+    if label == "tuned":
+        solution = solve(instance, "tuned", seed=0, placement=placement)
+    else:
+        solution = solve(instance, "pac-ml", seed=0, placement=placement, checkpoint=label)
+    if not solution.validated:
+        raise SystemExit(f"{label} on {instance.source}: not validated")
+    return label, part, dist, solution.blocking_rate
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("candidates", nargs="+", type=Path, help="checkpoints to compare")
+    parser.add_argument("--placement", default="first-fit", choices=list(PLACERS))
+    parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--seeds", type=int, default=len(VALIDATION_SEEDS))
+    parser.add_argument("--big-seeds", type=int, default=4,
+                        help="validation seeds of the 8x8x4 part (its episodes take longer)")
+    parser.add_argument("--preset", default="ddls", choices=("ddls", "physical"))
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    parts = [p for p in args.parts.split(",") if p]
+    if unknown := sorted(set(parts) - set(PARTS)):
+        parser.error(f"--parts: unknown {', '.join(unknown)}; known: {', '.join(PARTS)}")
+    if not 1 <= args.big_seeds <= args.seeds <= len(VALIDATION_SEEDS):
+        parser.error(f"need 1 <= --big-seeds <= --seeds <= {len(VALIDATION_SEEDS)}")
+    if missing := [str(c) for c in args.candidates if not c.is_file()]:
+        parser.error(f"no such checkpoint: {', '.join(missing)}")
+    os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(SHARED))
+    labels = [str(c) for c in args.candidates] + ["tuned"]
+    tasks = [(label, part, dist, seed, args.placement, args.preset)
+             for part in parts for dist in PAPER_DISTRIBUTIONS
+             for seed in VALIDATION_SEEDS[:args.big_seeds if part == "8x8x4" else args.seeds]
+             for label in labels]
+    cells: dict[tuple[str, str, str], list[float]] = {}
+    with ProcessPoolExecutor(args.workers) as pool:
+        for label, part, dist, rate in tqdm(pool.map(one_cell, tasks), total=len(tasks),
+                                            unit="episode", desc="validation", disable=None):
+            cells.setdefault((label, part, dist), []).append(rate)
+    for part in parts:
+        seeds = VALIDATION_SEEDS[:args.big_seeds if part == "8x8x4" else args.seeds]
+        print(f"\n{part}: validation seeds {seeds[0]}-{seeds[-1]}, {args.preset}, "
+              f"{args.placement} (mean blocking rate)\n")
+        print("| checkpoint | " + " | ".join(PAPER_DISTRIBUTIONS) + " | mean |")
+        print("|---" * (len(PAPER_DISTRIBUTIONS) + 2) + "|")
+        for label in labels:
+            means = [np.mean(cells[label, part, d]) for d in PAPER_DISTRIBUTIONS]
+            print(f"| {label} | " + " | ".join(f"{m:.4f}" for m in means)
+                  + f" | {np.mean(means):.4f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
