@@ -53,6 +53,8 @@ _ROLLOUT_STUDENT = {"teacher": "rollout", "warm_epochs": 32, "regret_weight": 4.
 #: teacher over the placer's ``tuned``, 8 episodes of each distribution and a DAgger round of 2.
 _GENERAL = {"warm_episodes": 8, "dagger_rounds": 1, "dagger_episodes": 2, "max_steps": 1,
             **_ROLLOUT_STUDENT, "minutes": 40.0}
+#: The best-fit general agents' recipe since 2026-11-29: the teacher samples 32 streams.
+_BEST_FIT_32 = {"placement": "best-fit", **_GENERAL, "rollout_futures": 32, "minutes": 75.0}
 
 
 def _teacher_514ca14(dist: str, episodes: int) -> Recipe:
@@ -67,8 +69,8 @@ def _teacher_514ca14(dist: str, episodes: int) -> Recipe:
 
 #: The recipes by name: those of the shipped checkpoints (``general-ddls``,
 #: ``general-ddls-best-fit``, ``general-physical``, ``general-physical-compact``, ``C-ddls``);
-#: the checkpoints shipped until 2026-11-29 (``general-ddls-best-fit-8``, ``general-ddls-32``,
-#: ``A-ddls``); the first-fit general agent before those (``general-ddls-distilled``) and the
+#: the checkpoints shipped until 2026-11-29 (``general-ddls-best-fit-8``,
+#: ``general-ddls-best-fit-128``, ``general-ddls-32``, ``A-ddls``); the first-fit general agent before those (``general-ddls-distilled``) and the
 #: four teachers it distils (``A-ddls-table`` and ``C-ddls-table``, the A and C fine-tunes
 #: shipped until 2026-11-28; ``B-ddls``, ``D-ddls``, commit 514ca14's fine-tunes, never
 #: shipped); and a policy-iteration run whose curve ships (``policy-iteration-A``).
@@ -108,10 +110,13 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            steps=("A-ddls-table", "B-ddls", "C-ddls-table", "D-ddls")),
     Recipe("general-ddls-best-fit", "the shipped agent under best fit: imitation of the "
            "rollout teacher over best-fit tuned with 32 sampled streams, 8 episodes of each "
-           "distribution, soft targets and the regret term fitted for 128 epochs, a DAgger "
-           "round, no PPO; degree features (about 57 min to its checkpoint)",
-           {"placement": "best-fit", **_GENERAL, "rollout_futures": 32, "warm_epochs": 128,
-            "minutes": 75.0}),
+           "distribution, soft targets and the regret term fitted for 64 epochs, a DAgger "
+           "round, no PPO; degree features (about 44 min to its checkpoint, 61 in all)",
+           {**_BEST_FIT_32, "warm_epochs": 64}),
+    Recipe("general-ddls-best-fit-128", "the agent under best fit shipped on 2026-11-29 "
+           "before: the general-ddls-best-fit recipe fitted for 128 epochs (about 57 min to "
+           "its checkpoint)",
+           {**_BEST_FIT_32, "warm_epochs": 128}),
     Recipe("general-ddls-best-fit-8", "the agent under best fit shipped until 2026-11-29: the "
            "general-ddls-best-fit recipe with the rollout teacher's 8 streams (24 min to its "
            "checkpoint)", {"placement": "best-fit", **_GENERAL}),
