@@ -15,8 +15,10 @@ the final tables use), where it will play:
   final table uses (:data:`SPARE_GRAPHS`).
 
 Prints per part the mean blocking rate per distribution A-D and their mean, for each candidate
-(played alone, as ``--checkpoint`` plays it) and for ``tuned`` under the same placer. Every
-number comes from a validated solution.
+(played alone, as ``--checkpoint`` plays it) and for ``tuned`` under the same placer; then the
+score a general agent is chosen on, the mean of the parts' means, with each one's paired
+difference from the first candidate and its standard error. Every number comes from a
+validated solution.
 """
 
 from __future__ import annotations
@@ -104,7 +106,32 @@ def main() -> int:
             means = [np.mean(cells[label, part, d]) for d in PAPER_DISTRIBUTIONS]
             print(f"| {label} | " + " | ".join(f"{m:.4f}" for m in means)
                   + f" | {np.mean(means):.4f} |")
+    print_choice(cells, labels, parts)
     return 0
+
+
+def print_choice(cells: dict[tuple[str, str, str], list[float]], labels: list[str],
+                 parts: list[str]) -> None:
+    """The score a general agent is chosen on (the mean of the parts' means), and each one's
+    difference from the first candidate with its standard error over the paired episodes
+    (the parts weigh alike), so that a difference within the noise shows as one."""
+    print("\nThe choice: the mean of the parts' means; against the first candidate, the mean "
+          "paired difference ± its standard error\n")
+    print("| checkpoint | mean of the parts | against the first |")
+    print("|---|---|---|")
+    first = labels[0]
+    for label in labels:
+        score = np.mean([np.mean(cells[label, part, d]) for part in parts
+                         for d in PAPER_DISTRIBUTIONS])
+        against = "-"
+        if label != first:
+            paired = [np.array([x - y for d in PAPER_DISTRIBUTIONS
+                                for x, y in zip(cells[label, part, d], cells[first, part, d])])
+                      for part in parts]
+            delta = np.mean([p.mean() for p in paired])
+            error = np.sqrt(sum(p.var(ddof=1) / len(p) for p in paired)) / len(paired)
+            against = f"{delta:+.4f} ± {error:.4f}"
+        print(f"| {label} | {score:.4f} | {against} |")
 
 
 if __name__ == "__main__":
