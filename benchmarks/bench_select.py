@@ -81,15 +81,16 @@ def main() -> int:
     parts = [p for p in args.parts.split(",") if p]
     if unknown := sorted(set(parts) - set(PARTS)):
         parser.error(f"--parts: unknown {', '.join(unknown)}; known: {', '.join(PARTS)}")
-    if not 1 <= args.big_seeds <= args.seeds <= len(VALIDATION_SEEDS):
-        parser.error(f"need 1 <= --big-seeds <= --seeds <= {len(VALIDATION_SEEDS)}")
+    if not (1 <= args.seeds <= len(VALIDATION_SEEDS) and 1 <= args.big_seeds <= len(VALIDATION_SEEDS)):
+        parser.error(f"--seeds and --big-seeds must be in 1..{len(VALIDATION_SEEDS)}")
     if missing := [str(c) for c in args.candidates if not c.is_file()]:
         parser.error(f"no such checkpoint: {', '.join(missing)}")
     os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(SHARED))
+    seeds = {part: VALIDATION_SEEDS[:args.big_seeds if part == "8x8x4" else args.seeds]
+             for part in parts}
     labels = [str(c) for c in args.candidates] + ["tuned"]
     tasks = [(label, part, dist, seed, args.placement, args.preset)
-             for part in parts for dist in PAPER_DISTRIBUTIONS
-             for seed in VALIDATION_SEEDS[:args.big_seeds if part == "8x8x4" else args.seeds]
+             for part in parts for dist in PAPER_DISTRIBUTIONS for seed in seeds[part]
              for label in labels]
     cells: dict[tuple[str, str, str], list[float]] = {}
     with ProcessPoolExecutor(args.workers) as pool:
@@ -97,8 +98,7 @@ def main() -> int:
                                             unit="episode", desc="validation", disable=None):
             cells.setdefault((label, part, dist), []).append(rate)
     for part in parts:
-        seeds = VALIDATION_SEEDS[:args.big_seeds if part == "8x8x4" else args.seeds]
-        print(f"\n{part}: validation seeds {seeds[0]}-{seeds[-1]}, {args.preset}, "
+        print(f"\n{part}: validation seeds {seeds[part][0]}-{seeds[part][-1]}, {args.preset}, "
               f"{args.placement} (mean blocking rate)\n")
         print("| checkpoint | " + " | ".join(PAPER_DISTRIBUTIONS) + " | mean |")
         print("|---" * (len(PAPER_DISTRIBUTIONS) + 2) + "|")
