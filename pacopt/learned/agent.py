@@ -209,11 +209,11 @@ class LearnedPolicy:
                     raise InputError(problem)
                 left_out.add(dist)
             if left_out:
-                names = ", ".join(sorted(left_out))
-                warn(f"the shipped fine-tune{'s' if len(left_out) > 1 else ''} of {names} "
-                     f"{'were' if len(left_out) > 1 else 'was'} not trained for this cluster; "
+                many = len(left_out) > 1
+                warn(f"the shipped fine-tune{'s' * many} of {', '.join(sorted(left_out))} "
+                     f"{'were' if many else 'was'} not trained for this cluster; "
                      f"{Path(self.paths[None]).name} plays "
-                     f"{'those distributions' if len(left_out) > 1 else 'that distribution'} here")
+                     f"{'those distributions' if many else 'that distribution'} here")
             self._observers[key] = observer
             self._left_to_general[key] = left_out
         return self._observers[key]

@@ -70,10 +70,11 @@ def _teacher_514ca14(dist: str, episodes: int) -> Recipe:
 #: The recipes by name: those of the shipped checkpoints (``general-ddls``,
 #: ``general-ddls-best-fit``, ``general-physical``, ``general-physical-compact``, ``C-ddls``);
 #: the checkpoints shipped until 2026-11-29 (``general-ddls-best-fit-8``,
-#: ``general-ddls-best-fit-128``, ``general-ddls-32``, ``A-ddls``); the first-fit general agent before those (``general-ddls-distilled``) and the
-#: four teachers it distils (``A-ddls-table`` and ``C-ddls-table``, the A and C fine-tunes
-#: shipped until 2026-11-28; ``B-ddls``, ``D-ddls``, commit 514ca14's fine-tunes, never
-#: shipped); and a policy-iteration run whose curve ships (``policy-iteration-A``).
+#: ``general-ddls-best-fit-128``, ``general-ddls-32``, ``A-ddls``); the first-fit general agent
+#: before those (``general-ddls-distilled``) and the four teachers it distils (``A-ddls-table``
+#: and ``C-ddls-table``, the A and C fine-tunes shipped until 2026-11-28; ``B-ddls``,
+#: ``D-ddls``, commit 514ca14's fine-tunes, never shipped); and a policy-iteration run whose
+#: curve ships (``policy-iteration-A``).
 RECIPES: dict[str, Recipe] = {r.name: r for r in [
     Recipe("A-ddls", "the beta-A fine-tune shipped until 2026-11-29 (the general agent of that "
            "day validates lower on A): imitation of the rollout teacher on 24 episodes, soft "
