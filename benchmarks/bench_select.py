@@ -1,7 +1,8 @@
 """Which general agent ships: candidate checkpoints against ``tuned`` on the validation seeds.
 
-    python benchmarks/bench_select.py CANDIDATE.zip [CANDIDATE.zip ...] [--placement first-fit]
-                                      [--parts paper,8x8x4,graphs] [--seeds 8] [--big-seeds 4]
+    python benchmarks/bench_select.py SHIPPED.zip CANDIDATE.zip [...] [--placement first-fit]
+                                      [--parts paper,8x8x4,graphs] [--distributions A,B,C,D]
+                                      [--seeds 8] [--big-seeds 4] [--margin 2]
                                       [--preset ddls] [--workers 2]
 
 A general agent is meant to play more than the paper's workload on the paper's cluster, so
@@ -19,6 +20,14 @@ Prints per part the mean blocking rate per distribution A-D and their mean, for 
 score a general agent is chosen on, the mean of the parts' means, with each one's paired
 difference from the first candidate and its standard error. Every number comes from a
 validated solution.
+
+**The rule** (since 2026-11-29, evening, set before the candidates it decides): the first
+checkpoint given is the one shipped; a candidate replaces it only when its paired difference
+is below ``-margin`` standard errors (``--margin``, 2 by default), so a lead within the noise
+keeps what ships; of several such, the lowest score. A fine-tune of one distribution is judged
+the same way on that distribution alone (``--distributions D``) against the general agent it
+would stand in for, on the parts where it would play (``--parts paper,graphs``: the shipped
+fine-tunes play the cluster they were trained on only).
 """
 
 from __future__ import annotations
@@ -75,12 +84,24 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=len(VALIDATION_SEEDS))
     parser.add_argument("--big-seeds", type=int, default=4,
                         help="validation seeds of the 8x8x4 part (its episodes take longer)")
+    parser.add_argument("--distributions", default=",".join(PAPER_DISTRIBUTIONS),
+                        help="the beta distributions played (a fine-tune: its own)")
+    parser.add_argument("--margin", type=float, default=2.0,
+                        help="standard errors by which a candidate must beat the first to "
+                             "replace it (module doc)")
     parser.add_argument("--preset", default="ddls", choices=("ddls", "physical"))
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     parts = [p for p in args.parts.split(",") if p]
     if unknown := sorted(set(parts) - set(PARTS)):
         parser.error(f"--parts: unknown {', '.join(unknown)}; known: {', '.join(PARTS)}")
+    dists = [d for d in args.distributions.split(",") if d]
+    unknown = sorted(set(dists) - set(PAPER_DISTRIBUTIONS))
+    if not dists or unknown:
+        parser.error(f"--distributions: {','.join(unknown) or 'none given'}; give some of "
+                     f"{','.join(PAPER_DISTRIBUTIONS)}")
+    if args.margin < 0:
+        parser.error("--margin must be >= 0")
     if not (1 <= args.seeds <= len(VALIDATION_SEEDS) and 1 <= args.big_seeds <= len(VALIDATION_SEEDS)):
         parser.error(f"--seeds and --big-seeds must be in 1..{len(VALIDATION_SEEDS)}")
     if missing := [str(c) for c in args.candidates if not c.is_file()]:
@@ -90,7 +111,7 @@ def main() -> int:
              for part in parts}
     labels = [str(c) for c in args.candidates] + ["tuned"]
     tasks = [(label, part, dist, seed, args.placement, args.preset)
-             for part in parts for dist in PAPER_DISTRIBUTIONS for seed in seeds[part]
+             for part in parts for dist in dists for seed in seeds[part]
              for label in labels]
     cells: dict[tuple[str, str, str], list[float]] = {}
     with ProcessPoolExecutor(args.workers) as pool:
@@ -100,39 +121,46 @@ def main() -> int:
     for part in parts:
         print(f"\n{part}: validation seeds {seeds[part][0]}-{seeds[part][-1]}, {args.preset}, "
               f"{args.placement} (mean blocking rate)\n")
-        print("| checkpoint | " + " | ".join(PAPER_DISTRIBUTIONS) + " | mean |")
-        print("|---" * (len(PAPER_DISTRIBUTIONS) + 2) + "|")
+        print("| checkpoint | " + " | ".join(dists) + " | mean |")
+        print("|---" * (len(dists) + 2) + "|")
         for label in labels:
-            means = [np.mean(cells[label, part, d]) for d in PAPER_DISTRIBUTIONS]
+            means = [np.mean(cells[label, part, d]) for d in dists]
             print(f"| {label} | " + " | ".join(f"{m:.4f}" for m in means)
                   + f" | {np.mean(means):.4f} |")
-    print_choice(cells, labels, parts)
+    print_choice(cells, labels, parts, dists, args.margin)
     return 0
 
 
 def print_choice(cells: dict[tuple[str, str, str], list[float]], labels: list[str],
-                 parts: list[str]) -> None:
-    """The score a general agent is chosen on (the mean of the parts' means), and each one's
+                 parts: list[str], dists: list[str], margin: float) -> None:
+    """The score a general agent is chosen on (the mean of the parts' means), each one's
     difference from the first candidate with its standard error over the paired episodes
-    (the parts weigh alike), so that a difference within the noise shows as one."""
-    print("\nThe choice: the mean of the parts' means; against the first candidate, the mean "
-          "paired difference ± its standard error\n")
-    print("| checkpoint | mean of the parts | against the first |")
-    print("|---|---|---|")
+    (the parts weigh alike), and the rule's verdict (module doc): a candidate replaces the
+    first only when that difference is below ``-margin`` standard errors."""
+    print("\nThe choice: the mean of the parts' means; against the first candidate (shipped), "
+          f"the mean paired difference ± its standard error; it replaces the first when below "
+          f"-{margin:g} standard errors\n")
+    print("| checkpoint | mean of the parts | against the first | replaces it |")
+    print("|---|---|---|---|")
     first = labels[0]
     for label in labels:
-        score = np.mean([np.mean(cells[label, part, d]) for part in parts
-                         for d in PAPER_DISTRIBUTIONS])
-        against = "-"
+        score = np.mean([np.mean(cells[label, part, d]) for part in parts for d in dists])
+        against, verdict = "-", "(shipped)" if label == first else "-"
         if label != first:
-            paired = [np.array([x - y for d in PAPER_DISTRIBUTIONS
+            paired = [np.array([x - y for d in dists
                                 for x, y in zip(cells[label, part, d], cells[first, part, d])])
                       for part in parts]
             delta = np.mean([p.mean() for p in paired])
             error = np.sqrt(sum(p.var(ddof=1) / len(p) for p in paired)) / len(paired)
             against = f"{delta:+.4f} ± {error:.4f}"
-        print(f"| {label} | {score:.4f} | {against} |")
+            verdict = "yes" if replaces(delta, error, margin) else "no"
+        print(f"| {label} | {score:.4f} | {against} | {verdict} |")
 
+
+def replaces(delta: float, error: float, margin: float) -> bool:
+    """The rule: a candidate lower than the shipped checkpoint by more than ``margin`` standard
+    errors of the paired difference replaces it."""
+    return bool(delta < -margin * error)
 
 if __name__ == "__main__":
     sys.exit(main())

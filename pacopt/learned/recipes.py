@@ -68,7 +68,8 @@ def _teacher_514ca14(dist: str, episodes: int) -> Recipe:
 
 
 #: The recipes by name: those of the shipped checkpoints (``general-ddls``,
-#: ``general-ddls-best-fit``, ``general-physical``, ``general-physical-compact``, ``C-ddls``);
+#: ``general-ddls-best-fit``, ``general-physical``, ``general-physical-compact``, ``C-ddls``,
+#: ``B-ddls-best-fit``);
 #: the checkpoints shipped until 2026-11-29 (``general-ddls-best-fit-8``,
 #: ``general-ddls-best-fit-128``, ``general-ddls-32``, ``A-ddls``); the first-fit general agent
 #: before those (``general-ddls-distilled``) and the four teachers it distils (``A-ddls-table``
@@ -114,6 +115,13 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            "distribution, soft targets and the regret term fitted for 64 epochs, a DAgger "
            "round, no PPO; degree features (about 44 min to its checkpoint, 61 in all)",
            {**_BEST_FIT_32, "warm_epochs": 64}),
+    Recipe("B-ddls-best-fit", "the shipped beta-B fine-tune under best fit: the shipped "
+           "best-fit agent (its recipe runs first) fitted on from its weights for 64 epochs to "
+           "the 32-stream rollout teacher on 16 B episodes and a DAgger round of 4, no PPO "
+           "(about 61 + 25 min)",
+           {**_BEST_FIT_32, "distributions": ("B",), "init": "{out}/general-ddls-best-fit/best.zip",
+            "warm_episodes": 16, "dagger_episodes": 4, "warm_epochs": 64, "minutes": 70.0},
+           steps=("general-ddls-best-fit",)),
     Recipe("general-ddls-best-fit-128", "the agent under best fit shipped on 2026-11-29 "
            "before: the general-ddls-best-fit recipe fitted for 128 epochs (about 57 min to "
            "its checkpoint)",
