@@ -243,6 +243,18 @@ def test_a_recipe_with_steps_runs_them_into_subfolders_and_resumes(tmp_path, tra
     assert f"best checkpoint: {out / 'general-ddls-distilled' / 'best.zip'}" in capsys.readouterr().out
 
 
+def test_a_step_may_start_from_the_checkpoint_an_earlier_step_writes(tmp_path, trained):
+    out = tmp_path / "b"
+    assert pacopt_main(["train", "--recipe", "B-ddls-best-fit", "--out", str(out)]) == 0
+    assert [c["out"].name for c in trained] == ["general-ddls-best-fit", "B-ddls-best-fit"]
+    assert trained[0]["config"].init is None
+    assert trained[1]["config"].init == str(out / "general-ddls-best-fit" / "best.zip")
+    # given beside the recipe, an --init that does not exist is still one line, before any work
+    assert pacopt_main(["train", "--recipe", "B-ddls-best-fit", "--init", str(tmp_path / "no"),
+                        "--out", str(tmp_path / "c")]) == 2
+    assert len(trained) == 2
+
+
 def test_pac_ml_json_result_records_the_checkpoints_it_played(tmp_path, capsys):
     instance = small_bundled(tmp_path / "small.json")
     assert solve_main([str(instance), "--method", "pac-ml", "--json", "--quiet",

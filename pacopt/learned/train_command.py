@@ -99,16 +99,17 @@ def train_command(argv: list[str]) -> int:
 RECIPE_STATE = "recipe.json"
 
 
-def _check_new_run(config, out: Path) -> None:
+def _check_new_run(config, out: Path, made: frozenset[Path] = frozenset()) -> None:
     """What a new run checks before any work: ``out`` can be written and holds no run yet, and
-    ``--init``'s checkpoint is a pac-ml checkpoint of this pacopt's format."""
+    ``--init``'s checkpoint is a pac-ml checkpoint of this pacopt's format, unless it is one of
+    ``made`` (what the steps before it will write)."""
     from pacopt.infra.safe_write import check_output_folder
     from pacopt.learned.checkpoint_meta import check_agent_checkpoint
 
     check_output_folder(out, "--out")
     if (out / "latest.zip").exists() or (out / RECIPE_STATE).exists():
         raise InputError(f"'{out}' already holds a training run; use --resume or another --out")
-    if config.init:
+    if config.init and Path(config.init) not in made:
         check_agent_checkpoint(config.init, "--init checkpoint")
 
 
@@ -156,8 +157,9 @@ def _train_steps(recipe, given: dict, out: Path, resume: bool, ray: str | None =
     steps = (*recipe.steps, recipe.name)
     configs = {step: get_recipe(step).config({**overrides, **budget}, out) for step in steps}
     if not resume:
-        for step in steps:  # every step's settings and files checked before any work
-            _check_new_run(configs[step], out / step)
+        for n, step in enumerate(steps):  # every step's settings and files checked first
+            _check_new_run(configs[step], out / step,
+                           frozenset(out / earlier / "best.zip" for earlier in steps[:n]))
         prepare_folder(out, "--out")
         write_atomically(record, json.dumps(state, indent=1), what="training output")
     from pacopt.learned.train import (
