@@ -1,4 +1,5 @@
-"""Which general agent ships: candidate checkpoints against ``tuned`` on the validation seeds.
+"""Which agent ships: candidate checkpoints against the shipped one and ``tuned`` on the
+validation seeds.
 
     python benchmarks/bench_select.py SHIPPED.zip CANDIDATE.zip [...] [--placement first-fit]
                                       [--parts paper,8x8x4,graphs] [--distributions A,B,C,D]
@@ -161,6 +162,7 @@ def replaces(delta: float, error: float, margin: float) -> bool:
     """The rule: a candidate lower than the shipped checkpoint by more than ``margin`` standard
     errors of the paired difference replaces it."""
     return bool(delta < -margin * error)
+
 
 if __name__ == "__main__":
     sys.exit(main())
