@@ -5,12 +5,12 @@ A checkpoint is a MaskablePPO ``.zip`` saved by :mod:`pacopt.learned.train`. The
 observation), per-distribution fine-tunes ``checkpoints/<A|B|C|D>-<preset>.zip`` where they
 validate lower than it on their distribution, and agents trained under a placer other than
 first fit, ``checkpoints/<name>-<preset>-<placer>.zip`` (``general-ddls-best-fit`` and its
-beta-B fine-tune ``B-ddls-best-fit``, ``general-physical-compact``); a preset and placer no agent was trained for is played by the
-one chosen for it on the validation seeds (:data:`STAND_INS`). ``checkpoints/README.md`` says
-how each was trained, how it scored and how it was chosen. The agent plays
-deterministically: the most likely degree under the live mask, through each checkpoint's
-network compiled once into the cache (:mod:`pacopt.learned.player`: a later process plays it
-without importing torch-geometric).
+beta-B fine-tune ``B-ddls-best-fit``, ``general-physical-compact``); a preset and placer no
+agent was trained for is played by the one chosen for it on the validation seeds
+(:data:`STAND_INS`). ``checkpoints/README.md`` says how each was trained, how it scored and
+how it was chosen. The agent plays deterministically: the most likely degree under the live
+mask, through each checkpoint's network compiled once into the cache
+(:mod:`pacopt.learned.player`: a later process plays it without importing torch-geometric).
 
 ``pac-ml`` is online: at each arrival it plays the fine-tune of the distribution the betas
 arrived so far look like (:class:`~pacopt.cluster.recognise.BetaRecogniser`), the general agent
