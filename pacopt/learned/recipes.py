@@ -69,8 +69,7 @@ def _teacher_514ca14(dist: str, episodes: int) -> Recipe:
 
 #: The recipes by name: those of the shipped checkpoints (``general-ddls``,
 #: ``general-ddls-best-fit``, ``general-physical``, ``general-physical-compact``, ``C-ddls``,
-#: ``B-ddls-best-fit``);
-#: the checkpoints shipped until 2026-11-29 (``general-ddls-best-fit-8``,
+#: ``B-ddls-best-fit``); the checkpoints shipped until 2026-11-29 (``general-ddls-best-fit-8``,
 #: ``general-ddls-best-fit-128``, ``general-ddls-32``, ``A-ddls``); the first-fit general agent
 #: before those (``general-ddls-distilled``) and the four teachers it distils (``A-ddls-table``
 #: and ``C-ddls-table``, the A and C fine-tunes shipped until 2026-11-28; ``B-ddls``,
