@@ -285,28 +285,27 @@ def conflict_rows_of(intervals: list[tuple[float, float]], jobs: list[int],
     """:func:`conflict_rows` of columns given as their ``[start, end)`` intervals, jobs and
     servers (each column's ascending)."""
     rows: list[list[int]] = []
+    kept: set[tuple[int, ...]] = set()  # a row recurs on every server its columns share
     for active in maximal_cliques(intervals):
         if out_of_time(deadline):
             raise OutOfTime("building the conflict rows")
         per_server: dict[int, list[int]] = {}  # only the servers some option uses
         for k in active:
             for server in servers[k]:
-                per_server.setdefault(server, []).append(k)
+                row = per_server.get(server)
+                if row is None:
+                    per_server[server] = [k]
+                else:
+                    row.append(k)
         for server in sorted(per_server):
             row = per_server[server]
-            if len(row) >= 2 and len({jobs[k] for k in row}) >= 2:
+            if len(row) < 2 or (key := tuple(row)) in kept:
+                continue
+            # two jobs at its ends settle it without the set (columns often come by job)
+            if jobs[row[0]] != jobs[row[-1]] or len({jobs[k] for k in row}) >= 2:
+                kept.add(key)
                 rows.append(row)
-    return _unique(rows)
-
-
-def _unique(rows: list[list[int]]) -> list[list[int]]:
-    seen, out = set(), []
-    for row in rows:
-        key = tuple(row)
-        if key not in seen:
-            seen.add(key)
-            out.append(row)
-    return out
+    return rows
 
 
 def to_solution(problem: OfflineProblem, chosen: dict[int, int], *, method: str, status: str,
