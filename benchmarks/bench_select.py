@@ -25,10 +25,11 @@ validated solution.
 **The rule** (since 2026-11-29, evening, set before the candidates it decides): the first
 checkpoint given is the one shipped; a candidate replaces it only when its paired difference
 is below ``-margin`` standard errors (``--margin``, 2 by default), so a lead within the noise
-keeps what ships; of several such, the lowest score. A fine-tune of one distribution is judged
-the same way on that distribution alone (``--distributions D``) against the general agent it
-would stand in for, on the parts where it would play (``--parts paper,graphs``: the shipped
-fine-tunes play the cluster they were trained on only).
+keeps what ships; of several marked so, the one with the lowest score in the table. A
+fine-tune of one distribution is judged the same way on that distribution alone
+(``--distributions D``) against the general agent it would stand in for, on the parts where it
+would play (``--parts paper,graphs``: the shipped fine-tunes play the cluster they were
+trained on only).
 """
 
 from __future__ import annotations
