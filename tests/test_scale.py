@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from offline_cases import CNN, TINY
 
 from pacopt.cluster import placers
+from pacopt.cluster.graph_sources import read_graph_file
 from pacopt.cluster.instance import instance_from_dict
 from pacopt.cluster.jct import JctModel
 from pacopt.cluster.partition import op_counts
@@ -114,6 +115,47 @@ def test_a_footprint_straddling_tiles_of_more_than_64_servers_is_scored():
     assert lost == pytest.approx(expected) and lost > 0
 
 
+def test_a_menu_on_a_tile_of_128_servers_is_scored_as_a_recount(monkeypatch):
+    """On 4x4x8 tiles (128 servers: masks wider than a word) a graph's footprint menu says
+    which footprints are free word by word and what free weight each breaks from its hits,
+    built a few footprints at a time: both equal testing every footprint and block afresh."""
+    monkeypatch.setattr(placers, "_HITS_CHUNK", 97)  # several chunks, the last one partial
+    tile = RampCluster(4, 4, 8)
+    scorer = placers.free_block_score(tile)
+    table = JctModel(tile, ModelSettings(), persist=False).table(read_graph_file(CNN))
+    counts = {d: table.counts[d] for d in range(1, len(table.placed)) if table.placed[d]}
+    menu = placers.FootprintMenu.build(table.graph, counts, tile, scorer)
+    assert menu.masks.dtype == object and len(menu.masks) > placers._HITS_CHUNK
+    rng = random.Random(3)
+    for _ in range(25):
+        occupied = rng.getrandbits(128) & rng.getrandbits(128) & rng.getrandbits(128)
+        free = menu.free(occupied)
+        assert list(free) == [not int(mask) & occupied for mask in menu.masks]
+        weights = scorer.free_weights(occupied)
+        rows = np.flatnonzero(free)
+        broken = menu.broken(weights, rows)
+        for k in rows[:: max(1, len(rows) // 40)]:
+            expected = sum(w for w, block in zip(weights, scorer.blocks)
+                           if int(block) & int(menu.masks[k]))
+            assert broken[k] == pytest.approx(expected, abs=1e-12)
+        assert not broken[~free].any()
+
+
+def test_caches_bounded_by_cost_empty_before_going_over():
+    from pacopt.infra.bounded_cache import BoundedCache
+
+    cache = BoundedCache(10, len)
+    cache.put("a", "xxxx")
+    cache.put("b", "xxxxxx")
+    assert set(cache) == {"a", "b"} and cache.used == 10
+    cache.put("c", "x")  # 11 > 10: emptied first
+    assert set(cache) == {"c"} and cache.used == 1
+    counted = BoundedCache(2)  # without a cost: by entries, as before
+    for key in "abc":
+        counted.put(key, key)
+    assert set(counted) == {"c"}
+
+
 def test_minimal_unions_match_the_pairwise_rule():
     rng = random.Random(1)
     for _ in range(200):
@@ -144,8 +186,8 @@ def test_building_a_large_problem_honours_its_deadline():
     jobs = [("cnn", 50.0 * i, 0.5) for i in range(400)]
     inst = instance((16, 16, 4), jobs)
     started = time.perf_counter()
-    with pytest.raises(OutOfTime):
-        build_problem(inst, stop_at=started + 0.5)
+    with pytest.raises(OutOfTime):  # the build takes about half a second with warm caches
+        build_problem(inst, stop_at=started + 0.1)
     assert time.perf_counter() - started < 3.0
 
 

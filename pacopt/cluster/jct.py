@@ -33,7 +33,6 @@ from pacopt.cluster.placement import FitPlan, Placement
 from pacopt.cluster.placers import (
     WORKER_PENALTY,
     FootprintMenu,
-    as_mask,
     free_block_score,
     pick,
 )
@@ -47,7 +46,10 @@ from pacopt.infra.progress import tqdm
 
 _PLACEMENT_CACHE_LIMIT = 200_000
 _OPTIONS_CACHE_LIMIT = 100_000
-_TILE_STATE_CACHE_LIMIT = 4_096  # a state holds two arrays over a graph's tile footprints
+_TILE_WEIGHTS_CACHE_LIMIT = 4_096  # a tile occupancy's block weights
+#: Tile states hold three arrays over a menu's footprints, tens of thousands of them on a tile
+#: of 128 servers: their cache is bounded by bytes.
+_TILE_STATE_CACHE_BYTES = 128 << 20
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,11 @@ class TileState(NamedTuple):
     best: np.ndarray     # per degree: the best score (FootprintMenu.best_per_degree)
     best_at: np.ndarray  # per degree: the first footprint holding it (-1: none)
 
+    def nbytes(self) -> int:
+        """What its arrays hold (bounds :class:`JctModel`'s cache of tile states)."""
+        return sum(a.nbytes for a in (self.free, self.broken, self.score, self.best,
+                                      self.best_at))
+
 
 def _unplaced(size: int) -> tuple:
     """The per-degree arrays of a :class:`LiveOptions` before any degree is placed: placeable,
@@ -154,8 +161,8 @@ class JctModel:
         self._timings: dict[tuple, dict[str, StepTiming]] = {}  # per graph file -> key -> timing
         self._tables: dict[str, JobTable] = {}
         self._menus: dict[str, FootprintMenu] = {}
-        self._tile_states = BoundedCache(_TILE_STATE_CACHE_LIMIT)  # -> TileState
-        self._tile_weights = BoundedCache(_TILE_STATE_CACHE_LIMIT)  # tile occupancy -> weights
+        self._tile_states = BoundedCache(_TILE_STATE_CACHE_BYTES, TileState.nbytes)
+        self._tile_weights = BoundedCache(_TILE_WEIGHTS_CACHE_LIMIT)  # tile occupancy -> weights
         self._tile_parts = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # footprint -> (tile, part)s
         self._tile_broken = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # (part, occupancy) -> weight
         self._tile_placements = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # -> Placement
@@ -262,7 +269,7 @@ class JctModel:
         scorer = free_block_score(self.cluster)
         size = len(table.placed)
         placeable, workers, jct, free_blocks, masks, placements = _unplaced(size)
-        free = (menu.masks & as_mask(occupied, self.cluster)) == 0
+        free = menu.free(occupied)
         rows = np.flatnonzero(free)
         chosen: list[int] = []
         if len(rows):
@@ -402,9 +409,8 @@ class JctModel:
         key = (menu.footprint_key, local)
         state = self._tile_states.get(key)
         if state is None:
-            tile = tiling(self.cluster).tile
             weights = self._free_weights(local)
-            free = (menu.masks & as_mask(local, tile)) == 0
+            free = menu.free(local)
             broken = menu.broken(weights, np.flatnonzero(free))
             score = np.where(free, np.round(-broken - WORKER_PENALTY * menu.workers, 9), -np.inf)
             state = TileState(free, broken, float(weights.sum()), score,

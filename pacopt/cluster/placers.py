@@ -104,13 +104,20 @@ def footprints(counts: tuple[int, ...], cluster: RampCluster,
 
 #: :func:`footprints` by (distinct counts, cluster) and :func:`footprint_placements` by (graph,
 #: counts, cluster): graphs and degrees share them, and best fit, ``lp-online`` and the exact
-#: models ask for the same ones. Each is cleared when :data:`_CACHE_LIMIT` entries are held,
-#: and a result of more than :data:`_CACHE_MAX_ITEMS` footprints (a large untiled cluster's) is
-#: not kept: its placements would hold a block per op for each.
-_CACHE_LIMIT = 256
-_CACHE_MAX_ITEMS = 4096
-_FOOTPRINTS = BoundedCache(_CACHE_LIMIT)  # -> tuple[dict[int, Block], ...]
-_FOOTPRINT_PLACEMENTS = BoundedCache(_CACHE_LIMIT)  # -> tuple[Placement, ...]
+#: models ask for the same ones (GNMT's on a tile of 128 servers: tens of thousands). Each is
+#: cleared when it holds :data:`_CACHE_ITEMS` footprints, and a result of more than
+#: :data:`_CACHE_MAX_ITEMS` (a large untiled cluster's) is not kept: its placements would hold
+#: a block per op for each.
+_CACHE_ITEMS = 1 << 17
+_CACHE_MAX_ITEMS = 1 << 16
+
+
+def _entry_cost(found: tuple) -> int:
+    return len(found) + 1  # an empty result is an entry too
+
+
+_FOOTPRINTS = BoundedCache(_CACHE_ITEMS, _entry_cost)  # -> tuple[dict[int, Block], ...]
+_FOOTPRINT_PLACEMENTS = BoundedCache(_CACHE_ITEMS, _entry_cost)  # -> tuple[Placement, ...]
 
 
 def _cached(store: BoundedCache, key, make):
@@ -202,6 +209,10 @@ def as_mask(value: int, cluster: RampCluster):
     return np.uint64(value) if cluster.num_servers <= 64 else value
 
 
+#: Footprints per product in :meth:`FreeBlockScore.hits` beyond 64 servers (bounds its memory).
+_HITS_CHUNK = 4096
+
+
 # ----- the score best fit maximises ----------------------------------------------------------
 @dataclass(frozen=True)
 class FreeBlockScore:
@@ -232,18 +243,24 @@ class FreeBlockScore:
         return (masks[:, None] & self.blocks[None, :]) != 0
 
     def _wide_hits(self, masks):
-        from scipy.sparse import csr_matrix
+        """:meth:`hits` beyond 64 servers, a chunk of footprints at a time (the product's
+        float intermediates of a whole menu took hundreds of MB), kept as ones of ``int8``
+        (a product with float weights upcasts them: the same sums, an eighth of the memory)."""
+        from scipy.sparse import csr_matrix, vstack
 
-        rows, cols = [], []
-        for i, mask in enumerate(masks):
-            held = servers_of(int(mask))
-            rows += [i] * len(held)
-            cols += held
-        servers = csr_matrix((np.ones(len(rows)), (rows, cols)),
-                             shape=(len(masks), self.cluster.num_servers))
-        hits = (servers @ self._incidence).tocsr()
-        hits.data[:] = 1.0
-        return hits
+        chunks = []
+        for first in range(0, max(len(masks), 1), _HITS_CHUNK):
+            part, rows, cols = masks[first:first + _HITS_CHUNK], [], []
+            for i, mask in enumerate(part):
+                held = servers_of(int(mask))
+                rows += [i] * len(held)
+                cols += held
+            servers = csr_matrix((np.ones(len(rows)), (rows, cols)),
+                                 shape=(len(part), self.cluster.num_servers))
+            hits = (servers @ self._incidence).tocsr()
+            chunks.append(csr_matrix((np.ones(len(hits.data), dtype=np.int8), hits.indices,
+                                      hits.indptr), shape=hits.shape))
+        return vstack(chunks, format="csr") if len(chunks) > 1 else chunks[0]
 
     def broken_by(self, mask: int, weights: np.ndarray) -> float:
         """The weight (``weights``: per block, as :meth:`free_weights`) of the blocks ``mask``
@@ -329,6 +346,26 @@ class FootprintMenu:
         workers = np.asarray([p.num_workers for p in placements], dtype=np.int64)
         return cls(graph, spans, placements, masks, workers, scorer.hits(masks),
                    np.full(len(placements), np.nan))
+
+    def free(self, occupied: int) -> np.ndarray:
+        """Which footprints share no server with ``occupied``: beyond 64 servers tested word by
+        word, as anding a Python integer per footprint costs far more."""
+        if self.masks.dtype != object:
+            return (self.masks & np.uint64(occupied)) == 0
+        words = self._words
+        beyond = (1 << 64 * len(words)) - 1  # servers past every footprint's: none shared
+        occupied_words = mask_words([occupied & beyond], len(words))[0]
+        shared = words[0] & occupied_words[0]
+        for w in range(1, len(words)):
+            shared |= words[w] & occupied_words[w]
+        return shared == 0
+
+    @cached_property
+    def _words(self) -> np.ndarray:
+        """The masks as 64-bit words, one row per word (each row contiguous: fast to and)."""
+        width = -(-max(max((int(mask).bit_length() for mask in self.masks), default=1), 1)
+                  // 64)
+        return np.ascontiguousarray(mask_words([int(mask) for mask in self.masks], width).T)
 
     def broken(self, weights: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """``hits @ weights`` for the footprints ``rows`` (0 for the others): the weight of the
