@@ -152,34 +152,35 @@ def _enumerated(sizes: tuple[int, ...], cluster: RampCluster,
 def _minimal(items: list[tuple[dict, int]],
              deadline: float | None = None) -> list[tuple[dict, int]]:
     """Drop every entry whose mask strictly contains another entry's mask (:class:`OutOfTime`
-    past ``deadline``: quadratic in the entries), in order of size. One vectorised test per
-    size: a mask can only strictly contain masks with fewer bits, so each size is checked
-    against the smaller ones kept before it; masks wider than 64 bits are tested word by
-    word."""
+    past ``deadline``: quadratic in the entries); the rest in order of size. The masks are
+    distinct, so a mask is dropped when any other lies inside it (the one inside need not be
+    kept: what lies inside it lies inside the larger one too). A mask can only lie inside
+    masks that hold all its bits, so each is compared only with the masks holding its
+    rarest bit, vectorised per bit and word by word for masks wider than 64 bits."""
     items.sort(key=lambda item: item[1].bit_count())
     if not items:
         return items
     width = -(-max(max(mask.bit_length() for _, mask in items), 1) // 64)
     masks = mask_words([mask for _, mask in items], width)
-    sizes = np.asarray([mask.bit_count() for _, mask in items])
-    keep = np.zeros(len(items), dtype=bool)
-    start = 0
-    while start < len(items):
-        stop = int(np.searchsorted(sizes, sizes[start], side="right"))
-        smaller = masks[:start][keep[:start]]
-        contains = np.zeros(stop - start, dtype=bool)
-        step = max(1, _MINIMAL_CHUNK // max(len(smaller) * width, 1))  # bounded memory
-        for first in range(start, stop, step) if len(smaller) else ():
+    bits = np.unpackbits(masks.view(np.uint8), axis=1, bitorder="little").astype(bool)
+    pivot = np.where(bits, bits.sum(axis=0), len(items) + 1).argmin(axis=1)  # rarest bit
+    drop = np.zeros(len(items), dtype=bool)
+    for bit in np.unique(pivot):
+        inner = np.flatnonzero(pivot == bit)  # the masks that may lie inside ...
+        outer = np.flatnonzero(bits[:, bit])  # ... those holding their rarest bit
+        candidates = masks[inner]
+        step = max(1, _MINIMAL_CHUNK // (len(inner) * width))  # bounded memory
+        for first in range(0, len(outer), step):
             if out_of_time(deadline):
-                raise OutOfTime(f"minimal unions at {first} of {len(items)}")
-            group = masks[first:min(first + step, stop)]
-            outside = smaller[None, :, 0] & ~group[:, None, 0]  # bits of a smaller one not in it
+                raise OutOfTime(f"minimal unions at bit {bit} of {bits.shape[1]}")
+            group = outer[first:first + step]
+            around = masks[group]
+            outside = candidates[None, :, 0] & ~around[:, None, 0]  # their bits not in it
             for w in range(1, width):
-                outside |= smaller[None, :, w] & ~group[:, None, w]
-            contains[first - start:first - start + len(group)] = (outside == 0).any(axis=1)
-        keep[start:stop] = ~contains
-        start = stop
-    return [item for item, kept in zip(items, keep) if kept]
+                outside |= candidates[None, :, w] & ~around[:, None, w]
+            inside = (outside == 0) & (inner[None, :] != group[:, None])  # not itself
+            drop[group[inside.any(axis=1)]] = True
+    return [item for item, dropped in zip(items, drop) if not dropped]
 
 
 def footprint_placements(graph: JobGraph, counts: tuple[int, ...], cluster: RampCluster,
@@ -248,16 +249,12 @@ class FreeBlockScore:
         (a product with float weights upcasts them: the same sums, an eighth of the memory)."""
         from scipy.sparse import csr_matrix, vstack
 
-        chunks = []
+        chunks, n, width = [], self.cluster.num_servers, -(-self.cluster.num_servers // 64)
         for first in range(0, max(len(masks), 1), _HITS_CHUNK):
-            part, rows, cols = masks[first:first + _HITS_CHUNK], [], []
-            for i, mask in enumerate(part):
-                held = servers_of(int(mask))
-                rows += [i] * len(held)
-                cols += held
-            servers = csr_matrix((np.ones(len(rows)), (rows, cols)),
-                                 shape=(len(part), self.cluster.num_servers))
-            hits = (servers @ self._incidence).tocsr()
+            part = [int(mask) for mask in masks[first:first + _HITS_CHUNK]]
+            held = np.unpackbits(mask_words(part, width).view(np.uint8), axis=1,
+                                 bitorder="little")[:, :n]  # footprint x server, 0/1
+            hits = (csr_matrix(held) @ self._incidence).tocsr()
             chunks.append(csr_matrix((np.ones(len(hits.data), dtype=np.int8), hits.indices,
                                       hits.indptr), shape=hits.shape))
         return vstack(chunks, format="csr") if len(chunks) > 1 else chunks[0]
