@@ -20,6 +20,7 @@ and the plot ``docs/img/scale.png``.
 
     PACOPT_PIPEDREAM_DIR=... python benchmarks/bench_scale.py            # the full table
     PACOPT_PIPEDREAM_DIR=... python benchmarks/bench_scale.py --quick    # 3 sizes, fewer jobs
+    PACOPT_PIPEDREAM_DIR=... python benchmarks/bench_scale.py --servers-per-rack 8 --sizes 512 1024
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ from pathlib import Path
 
 SHAPES = {32: (4, 4, 2), 64: (4, 4, 4), 128: (8, 4, 4), 256: (8, 8, 4), 512: (16, 8, 4),
           1024: (16, 16, 4)}
+#: ``--servers-per-rack 8``: the same sizes with 8 servers per rack, tiles of 4x4x8 (128
+#: servers, masks wider than a 64-bit word) from 256 servers up.
+SHAPES_8 = {32: (2, 2, 8), 64: (4, 2, 8), 128: (4, 4, 8), 256: (8, 4, 8), 512: (8, 8, 8),
+            1024: (16, 8, 8)}
 #: (method, placer, preset): every online method family (one K each for the parametric ones)
 #: and each placer; compact needs the physical preset.
 ONLINE = [("sequential", None, "ddls"), ("para-max", None, "ddls"), ("para-min", None, "ddls"),
@@ -51,13 +56,14 @@ EXACT = ["bound", "cpsat"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def instance(servers: int, jobs: int, preset: str):
-    """The scaled paper workload on the cluster of ``servers`` (module doc)."""
+def instance(servers: int, jobs: int, preset: str, shape: tuple[int, int, int] | None = None):
+    """The scaled paper workload on the cluster of ``servers`` (module doc; ``shape``: another
+    RAMP shape of that size)."""
     from pacopt.cluster.instance import instance_from_dict
     from pacopt.cluster.paper_workload import on_cluster, paper_instance_dict
 
     data = on_cluster(paper_instance_dict("A", 10000, jobs, preset, horizon_ms=None),
-                      SHAPES[servers])
+                      tuple(shape or SHAPES[servers]))
     return instance_from_dict(data, source=f"scale-{servers}")
 
 
@@ -65,7 +71,7 @@ def run_one(spec: dict) -> dict:
     """One run in this process (``--one``): the row of the table."""
     from pacopt.solvers.api import check_run, solve
 
-    inst = instance(spec["servers"], spec["jobs"], spec["preset"])
+    inst = instance(spec["servers"], spec["jobs"], spec["preset"], spec.get("shape"))
     started = time.perf_counter()
     check_run(inst, spec["method"], placement=spec["placer"])  # imports, checkpoints: once
     ready = time.perf_counter()
@@ -147,6 +153,9 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", metavar="LABEL",
                         help="only these rows, named as the table names them (e.g. 'pac-ml', "
                         "'tuned @best-fit', 'min-feasible @compact (physical)', 'cpsat')")
+    parser.add_argument("--servers-per-rack", type=int, choices=(4, 8), default=4,
+                        help="8: the shapes with 8 servers per rack (2x2x8 ... 16x8x8; no plot "
+                        "unless --plot)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -166,11 +175,12 @@ def main() -> None:
         specs = [spec for spec in specs if label(spec) in args.methods]
         if not specs:
             parser.error(f"--methods: none of {args.methods} is a row of the table")
+    shapes = SHAPES_8 if args.servers_per_rack == 8 else SHAPES
     for spec in specs:
         for servers in sizes:
-            row = measure({**spec, "servers": servers}, env)
+            row = measure({**spec, "servers": servers, "shape": shapes[servers]}, env)
             rows.append(row)
-            shape = "x".join(map(str, SHAPES[servers]))
+            shape = "x".join(map(str, shapes[servers]))
             if "error" in row:
                 print(f"{label(row):34s} {servers:7d} {shape:>8s} error: {row['error']}")
                 continue
@@ -188,7 +198,7 @@ def main() -> None:
     print("\nfitted exponent of time against servers (time ~ servers^k):")
     for name, slope in fits.items():
         print(f"  {name:34s} k = {slope:.2f}")
-    path = args.plot or (None if args.sizes or args.methods
+    path = args.plot or (None if args.sizes or args.methods or args.servers_per_rack != 4
                          else str(ROOT / "docs" / "img" / "scale.png"))
     if path:
         plot(rows, fits, Path(path))
