@@ -166,6 +166,7 @@ def test_minimal_unions_match_the_pairwise_rule():
         expected = [m for m in sorted(masks, key=int.bit_count)
                     if not any(k & ~m == 0 and k != m for k in masks)]
         assert sorted(m for _, m in kept) == sorted(expected)
+    assert [m for _, m in placers._minimal([({}, 6), ({}, 0), ({}, 1)])] == [0]
 
 
 def test_enumeration_stops_at_a_stop_request():

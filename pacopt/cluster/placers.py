@@ -158,8 +158,8 @@ def _minimal(items: list[tuple[dict, int]],
     masks that hold all its bits, so each is compared only with the masks holding its
     rarest bit, vectorised per bit and word by word for masks wider than 64 bits."""
     items.sort(key=lambda item: item[1].bit_count())
-    if not items:
-        return items
+    if not items or items[0][1] == 0:  # an empty mask lies inside every other
+        return items[:1]
     width = -(-max(max(mask.bit_length() for _, mask in items), 1) // 64)
     masks = mask_words([mask for _, mask in items], width)
     bits = np.unpackbits(masks.view(np.uint8), axis=1, bitorder="little").astype(bool)
