@@ -40,7 +40,7 @@ SHAPES = {32: (4, 4, 2), 64: (4, 4, 4), 128: (8, 4, 4), 256: (8, 8, 4), 512: (16
           1024: (16, 16, 4)}
 #: ``--servers-per-rack 8``: the same sizes with 8 servers per rack, tiles of 4x4x8 (128
 #: servers, masks wider than a 64-bit word) from 256 servers up.
-SHAPES_8 = {32: (2, 2, 8), 64: (4, 2, 8), 128: (4, 4, 8), 256: (8, 4, 8), 512: (8, 8, 8),
+SHAPES_8 = {32: (4, 1, 8), 64: (4, 2, 8), 128: (4, 4, 8), 256: (8, 4, 8), 512: (8, 8, 8),
             1024: (16, 8, 8)}
 #: (method, placer, preset): every online method family (one K each for the parametric ones)
 #: and each placer; compact needs the physical preset.
@@ -154,7 +154,7 @@ def main() -> None:
                         help="only these rows, named as the table names them (e.g. 'pac-ml', "
                         "'tuned @best-fit', 'min-feasible @compact (physical)', 'cpsat')")
     parser.add_argument("--servers-per-rack", type=int, choices=(4, 8), default=4,
-                        help="8: the shapes with 8 servers per rack (2x2x8 ... 16x8x8; no plot "
+                        help="8: the shapes with 8 servers per rack (4x1x8 ... 16x8x8; no plot "
                         "unless --plot)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
