@@ -2,7 +2,7 @@
 of any method: exit 130 within 5 s").
 
 The instances are :mod:`bench_scale`'s scaled paper workload on 8x8x4 (256 servers) and 16x16x4
-(1024 servers), frozen into JSON files in a temporary folder: ``--jobs`` arrivals (2001) for
+(1024 servers), or with ``--servers-per-rack 8`` on 8x4x8 and 16x8x8 (tiles of 128 servers), frozen into JSON files in a temporary folder: ``--jobs`` arrivals (2001) for
 the online methods, ``--exact-jobs`` (300) for the exact and offline ones, the ``ddls`` preset
 (``physical`` for the compact placer). With ``--seed`` (0), ``--moments`` (20) moments are drawn.
 Each moment is a (method, cluster, delay) triple. The methods are dealt from shuffled rounds of
@@ -54,7 +54,7 @@ import time
 from pathlib import Path
 
 import faults
-from bench_scale import SHAPES, instance
+from bench_scale import SHAPES, SHAPES_8, instance
 from heldout import SHARED
 
 atexit.register(shutil.rmtree, faults.WORK, ignore_errors=True)  # made by importing faults
@@ -74,15 +74,18 @@ PASS = ("ok", "ok, no result", "finished first")  # outcomes that meet the targe
 SPY_BEFORE = 0.15  # py-spy dumps the stack this long before the SIGINT
 
 
-def write_instances(folder: Path, jobs: int, exact_jobs: int) -> dict[tuple, Path]:
-    """One instance file per (servers, preset, jobs) the configurations need."""
+def write_instances(folder: Path, jobs: int, exact_jobs: int,
+                    shapes: dict = SHAPES) -> dict[tuple, Path]:
+    """One instance file per (servers, preset, jobs) the configurations need, on ``shapes``'
+    cluster of each size."""
     paths = {}
     for servers in CLUSTERS:
         for preset, count in (("ddls", jobs), ("physical", jobs), ("ddls", exact_jobs)):
             key = (servers, preset, count)
             if key not in paths:
                 path = folder / f"scale-{servers}-{preset}-{count}.json"
-                path.write_text(json.dumps(instance(servers, count, preset).to_dict()))
+                path.write_text(json.dumps(
+                    instance(servers, count, preset, shapes[servers]).to_dict()))
                 paths[key] = path
     return paths
 
@@ -227,7 +230,7 @@ def result_cell(result: dict | None) -> str:
 
 
 def print_row(r: dict) -> None:
-    shape = "x".join(map(str, SHAPES[r["servers"]]))
+    shape = r["shape"]
     place = r["placer"] or "offline"
     place += " (phys.)" if r["preset"] == "physical" else ""
     stop = "-" if r["outcome"] == "finished first" else f"{r['stop_s']:.2f}"
@@ -267,6 +270,9 @@ def main() -> int:
     parser.add_argument("--only", help="run only the moments whose method contains this")
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--keep", action="store_true", help="keep the instances and results")
+    parser.add_argument("--servers-per-rack", type=int, choices=(4, 8), default=4,
+                        help="8: the clusters with 8 servers per rack (8x4x8 and 16x8x8, tiles "
+                             "of 128 servers)")
     parser.add_argument("--no-spy", action="store_true",
                         help="do not dump the stack with py-spy just before each SIGINT (the "
                              "note column's stage; done only if py-spy is installed)")
@@ -279,7 +285,8 @@ def main() -> int:
     rows = []
     try:
         print(f"writing instances to {folder} ...", flush=True)
-        paths = write_instances(folder, args.jobs, args.exact_jobs)
+        shapes = SHAPES_8 if args.servers_per_rack == 8 else SHAPES
+        paths = write_instances(folder, args.jobs, args.exact_jobs, shapes)
         print(f"{'#':>2} {'method':13s} {'cluster':>8s} {'placement':18s} {'delay':>6s} "
               f"{'stop s':>6s} {'exit':>5s} {'tb':>3s} {'result':22s} {'outcome':15s} note")
         for index, m in enumerate(draw(args.seed, args.moments, tuple(args.delay))):
@@ -287,6 +294,7 @@ def main() -> int:
                 continue
             count = args.jobs if m["placer"] else args.exact_jobs
             path = paths[(m["servers"], m["preset"], count)]
+            m["shape"] = "x".join(map(str, shapes[m["servers"]]))
             rows.append(moment(m, path, folder, index, args.time_limit, args.limit, env, spy))
             print_row(rows[-1])
     finally:

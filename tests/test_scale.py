@@ -212,10 +212,12 @@ def test_ctrl_c_while_building_returns_at_once():
     timer = threading.Timer(0.5, request_stop)
     timer.start()
     started = time.perf_counter()
-    with pytest.warns(UserWarning, match="stopped while"):
+    with pytest.warns(UserWarning, match="stopped while .*, before any incumbent; returning "
+                                         "every job rejected"):
         solution = solve(inst, "cpsat", time_limit=600.0, threads=1, seed=0)
     assert time.perf_counter() - started < 15.0
     assert solution.validated and solution.interrupted
+    assert solution.accepted == 0 and solution.bound_accepted > 0
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -270,6 +272,21 @@ def test_ctrl_c_while_validating_keeps_the_result(monkeypatch):
                      "tuned", seed=0)
     assert solution.validated and solution.interrupted
     assert solution.arrived == 20
+
+
+def test_ctrl_c_while_the_method_state_is_freed_keeps_the_result(monkeypatch):
+    """``solve`` frees its model while Ctrl-C only asks for a stop: freed by its return, a large
+    episode's caches took long enough for a Ctrl-C to end the command without its result."""
+    from pacopt.solvers import api
+
+    class FreedUnderCtrlC(JctModel):
+        def __del__(self):
+            request_stop()
+
+    monkeypatch.setattr(api, "JctModel", FreedUnderCtrlC)
+    solution = solve(instance((4, 4, 2), [("cnn", 100.0 * i, 0.8) for i in range(20)]),
+                     "tuned", seed=0)
+    assert solution.validated and solution.interrupted
 
 
 def test_ctrl_c_while_writing_writes_the_result_and_exits_130(monkeypatch, tmp_path):

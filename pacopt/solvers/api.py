@@ -143,5 +143,9 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
             if any("re-simulated" in problem for problem in err.problems):
                 warn(f"the method's JCTs differ from the validator's own: if the timing cache "
                      f"in '{cache_dir()}' was edited or copied from elsewhere, delete it")
+        # the method's state is freed here, where Ctrl-C still only asks for a stop: freed by
+        # the return, a large episode's took long enough for a Ctrl-C to end a command
+        # before it wrote the result
+        del policy, model
         solution.interrupted = solution.interrupted or stop_requested()
     return solution

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from typing import Self
 
 from pacopt.cluster.episode_stats import episode_metrics
 from pacopt.cluster.instance import Instance
@@ -147,7 +148,10 @@ def online_fallback(instance: Instance, method: str, model: JctModel, started: f
     came first): the best online episode (:func:`best_online_episode`, until the time limit),
     status ``feasible``, and as bound the jobs that
     some degree can run within their deadline (``ddls``: one JCT per degree; ``physical``: every
-    decidable job). ``metrics["stopped"]`` says where it stopped; one warning line says so too."""
+    decidable job). ``metrics["stopped"]`` says where it stopped; one warning line says so too,
+    and, when Ctrl-C came before any episode could be played (which then rejects every job),
+    that nothing was reached."""
+    before = stop_requested()  # then the episode rejects every job: no incumbent
     episode = best_online_episode(instance, model, started + limit)
     bound = 0
     for job in instance.jobs:
@@ -157,7 +161,7 @@ def online_fallback(instance: Instance, method: str, model: JctModel, started: f
         bound += (instance.model.preset != "ddls"
                   or bool((table.jct_ms[table.placed] <= instance.deadline_ms(job)).any()))
     return _online_result(instance, method, episode, bound, started, limit,
-                          f"stopped while {stage}")
+                          f"stopped while {stage}", reached=not before)
 
 
 def best_online_episode(instance: Instance, model: JctModel, deadline: float,
@@ -180,10 +184,15 @@ def best_online_episode(instance: Instance, model: JctModel, deadline: float,
 
 
 def _online_result(instance: Instance, method: str, episode: Solution, bound: int,
-                   started: float, limit: float, why: str, quiet: bool = False) -> Solution:
+                   started: float, limit: float, why: str, quiet: bool = False,
+                   reached: bool = True) -> Solution:
     """``episode`` reported as ``method``'s result with ``bound`` (``metrics["stopped"]``:
-    ``why``; a warning line too unless ``quiet``)."""
-    if not quiet:
+    ``why``; a warning line too unless ``quiet``; ``reached`` False: the episode was stopped
+    before its first decision, so the line says no incumbent was reached)."""
+    if not quiet and not reached:
+        warn(f"{method}: {why}, before any incumbent; returning every job rejected (valid, "
+             f"nothing reached) and the bound {bound}")
+    elif not quiet:
         warn(f"{method}: {why}; returning the best online episode ({episode.method}, "
              f"{episode.accepted} accepted) and the bound {bound}")
     played = episode.method
@@ -229,7 +238,7 @@ class LiveLine:
         self._lock = threading.Lock()
         self._ticker = threading.Thread(target=self._tick, name="live-line", daemon=True)
 
-    def __enter__(self) -> LiveLine:
+    def __enter__(self) -> Self:
         if self.live:
             self._ticker.start()
         return self
