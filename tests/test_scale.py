@@ -274,6 +274,66 @@ def test_ctrl_c_while_validating_keeps_the_result(monkeypatch):
     assert solution.arrived == 20
 
 
+@pytest.fixture
+def small_footprint_limit(monkeypatch):
+    """:data:`placers.FOOTPRINT_LIMIT` at 1,000 unions, with the footprint caches emptied
+    before and after (a set found to be too many under it must not stay known as such)."""
+    caches = (placers._FOOTPRINTS, placers._FOOTPRINT_PLACEMENTS, placers._TOO_MANY)
+    for cache in caches:
+        cache.clear()
+    monkeypatch.setattr(placers, "FOOTPRINT_LIMIT", 1000)
+    yield
+    for cache in caches:
+        cache.clear()
+
+
+def test_too_many_footprints_stop_the_enumeration_and_are_remembered(small_footprint_limit,
+                                                                      monkeypatch):
+    """On 5x5x4 (no tiles) the cnn's counts 8, 6, 4, 2 and 1 have 6,182 footprints: past the
+    limit the enumeration stops, as a kind of running out of time, and the verdict is kept;
+    a set under the limit is enumerated as before."""
+    cluster = RampCluster(5, 5, 4)
+    with pytest.raises(placers.TooManyFootprints, match="more than 1,000 unions"):
+        footprints((8, 6, 4, 2, 1), cluster)
+    assert issubclass(placers.TooManyFootprints, OutOfTime)
+    monkeypatch.setattr(placers, "_enumerated", lambda *args: pytest.fail("enumerated again"))
+    with pytest.raises(placers.TooManyFootprints):
+        footprints((1, 2, 4, 6, 8), cluster)
+    monkeypatch.undo()
+    assert len(footprints((2, 1), cluster)) == 299
+
+
+def test_a_degree_with_too_many_footprints_is_placed_first_fit(small_footprint_limit):
+    """Best fit and compact place such a degree where first fit would (one warning line), the
+    other degrees from their footprints; the episodes, ``lp-online``'s among them, validate,
+    and an exact method stops building as at its deadline and returns the online episode."""
+    inst = instance((5, 5, 4), [("cnn", 500.0 * i, 0.5) for i in range(40)])
+    model = JctModel(inst.cluster, inst.model)
+    table = model.table(inst.graphs["cnn"])
+    rng = random.Random(1)
+    with pytest.warns(UserWarning, match="cnn at degree 8: .* place it first-fit"):
+        model.menu(table)
+    menu = model.menu(table)
+    capped = menu.first_fit
+    assert {8, 9} <= set(capped) and 2 in menu.spans and not set(capped) & set(menu.spans)
+    assert set(capped) | set(menu.spans) == {d for d in range(1, len(table.placed))
+                                             if table.placed[d]}
+    for _ in range(20):
+        occupied = rng.getrandbits(inst.cluster.num_servers) & rng.getrandbits(
+            inst.cluster.num_servers)
+        best = model.live_options(table, occupied, "best-fit", None)
+        first = model.live_options(table, occupied, "first-fit", None)
+        for d in capped:
+            assert best.placeable[d] == first.placeable[d] and best.masks[d] == first.masks[d]
+    for method, placement in (("tuned", "best-fit"), ("lp-online", "best-fit")):
+        assert solve(inst, method, seed=0, placement=placement).validated
+    physical = instance((5, 5, 4), [("cnn", 500.0 * i, 0.5) for i in range(40)], "physical")
+    assert solve(physical, "min-feasible", seed=0, placement="compact").validated
+    with pytest.warns(UserWarning, match="stopped while enumerating footprints"):
+        exact = solve(inst, "cpsat", time_limit=30.0, threads=1, seed=0)
+    assert exact.validated and exact.metrics["stopped"].startswith("stopped while enumerating")
+
+
 def test_ctrl_c_while_the_method_state_is_freed_keeps_the_result(monkeypatch):
     """``solve`` frees its model while Ctrl-C only asks for a stop: freed by its return, a large
     episode's caches took long enough for a Ctrl-C to end the command without its result."""

@@ -298,6 +298,17 @@ class JctModel:
                 chosen.append(k)
         if chosen:
             free_blocks[placeable] = scorer.left(None, occupied, menu.hits[chosen])
+        for d in menu.first_fit:  # too many footprints to choose from: first fit's
+            found = self._first_fit(table, d, occupied) if table.placed[d] else None
+            if found is None:
+                continue
+            placement = self._chosen(graph, *found)
+            placeable[d] = True
+            workers[d] = placement.num_workers
+            jct[d] = table.jct_ms[d] if ddls else self._placed_jct(*found)
+            masks[d] = placement.mask
+            placements[d] = placement
+            free_blocks[d] = scorer.left([placement.mask], occupied)[0]
         for array in (placeable, workers, jct, free_blocks):
             array.flags.writeable = False
         return self._options.put(key, LiveOptions(placeable, workers, jct, tuple(masks), placer,

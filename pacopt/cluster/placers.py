@@ -38,7 +38,7 @@ from pacopt.cluster.graph import JobGraph
 from pacopt.cluster.placement import Placement
 from pacopt.cluster.topology import Block, RampCluster, mask_words, servers_of
 from pacopt.infra.bounded_cache import BoundedCache
-from pacopt.infra.errors import InputError
+from pacopt.infra.errors import InputError, warn
 from pacopt.infra.interrupt import out_of_time
 
 #: The placers by name, with the one-line summary ``solve --help`` shows.
@@ -86,6 +86,19 @@ class OutOfTime(Exception):
     """Work stopped at its deadline or at a stop request (Ctrl-C) before it was complete."""
 
 
+class TooManyFootprints(OutOfTime):
+    """A count set whose enumeration passes :data:`FOOTPRINT_LIMIT` unions (a large cluster
+    without tiles): the placers place its degree first-fit, ``lp-online``'s futures leave it
+    out, and the exact methods stop building as at their deadline."""
+
+
+#: Most unions one count set's footprint enumeration may hold at any stage. Past it the
+#: enumeration stops (:class:`TooManyFootprints`): on clusters without tiles the unions of
+#: counts that do not nest (GNMT's 9, 8, 6 and 1) grow past hundreds of thousands at 400
+#: servers, and comparing them took minutes and gigabytes. Every tile's sets stay below it.
+FOOTPRINT_LIMIT = 1 << 16
+
+
 def footprints(counts: tuple[int, ...], cluster: RampCluster,
                deadline: float | None = None) -> tuple[dict[int, Block], ...]:
     """Inclusion-minimal choices of one block per distinct split count (largest first).
@@ -95,21 +108,28 @@ def footprints(counts: tuple[int, ...], cluster: RampCluster,
     fits inside what is already chosen adds nothing, and any other choice would only give a
     superset, so it is the only branch taken; supersets of another partial union are pruned at
     every stage. Raises :class:`OutOfTime` once ``deadline`` (a ``time.perf_counter()`` value)
-    passes or a stop is requested: on a large cluster the unions grow far faster than the
-    cluster.
+    passes or a stop is requested, and :class:`TooManyFootprints` (remembered) once a stage
+    holds more than :data:`FOOTPRINT_LIMIT` unions: on a large cluster the unions grow far
+    faster than the cluster.
     """
     sizes = tuple(sorted(set(counts), reverse=True))
-    return _cached(_FOOTPRINTS, (sizes, cluster), lambda: _enumerated(sizes, cluster, deadline))
+    key = (sizes, cluster)
+    known = _TOO_MANY.get(key)
+    if known is not None:
+        raise TooManyFootprints(known)
+    try:
+        return _cached(_FOOTPRINTS, key, lambda: _enumerated(sizes, cluster, deadline))
+    except TooManyFootprints as err:
+        _TOO_MANY.put(key, str(err))
+        raise
 
 
 #: :func:`footprints` by (distinct counts, cluster) and :func:`footprint_placements` by (graph,
 #: counts, cluster): graphs and degrees share them, and best fit, ``lp-online`` and the exact
 #: models ask for the same ones (GNMT's on a tile of 128 servers: tens of thousands). Each is
-#: cleared when it holds :data:`_CACHE_ITEMS` footprints, and a result of more than
-#: :data:`_CACHE_MAX_ITEMS` (a large untiled cluster's) is not kept: its placements would hold
-#: a block per op for each.
+#: cleared when it holds :data:`_CACHE_ITEMS` footprints; a result holds at most
+#: :data:`FOOTPRINT_LIMIT`.
 _CACHE_ITEMS = 1 << 17
-_CACHE_MAX_ITEMS = 1 << 16
 
 
 def _entry_cost(found: tuple) -> int:
@@ -118,16 +138,14 @@ def _entry_cost(found: tuple) -> int:
 
 _FOOTPRINTS = BoundedCache(_CACHE_ITEMS, _entry_cost)  # -> tuple[dict[int, Block], ...]
 _FOOTPRINT_PLACEMENTS = BoundedCache(_CACHE_ITEMS, _entry_cost)  # -> tuple[Placement, ...]
+_TOO_MANY = BoundedCache(1024)  # (distinct counts, cluster) -> why they were not enumerated
 
 
 def _cached(store: BoundedCache, key, make):
-    """``store[key]``, made by ``make()`` when missing and kept unless it is too large (an
-    exception keeps nothing)."""
+    """``store[key]``, made by ``make()`` when missing (an exception keeps nothing)."""
     found = store.get(key)
     if found is None:
-        found = make()
-        if len(found) <= _CACHE_MAX_ITEMS:
-            store.put(key, found)
+        found = store.put(key, make())
     return found
 
 
@@ -140,6 +158,11 @@ def _enumerated(sizes: tuple[int, ...], cluster: RampCluster,
         for n, (chosen, mask) in enumerate(partial):
             if n % 64 == 0 and out_of_time(deadline):
                 raise OutOfTime(f"footprint enumeration at {len(grown)} unions")
+            if len(grown) > FOOTPRINT_LIMIT:
+                raise TooManyFootprints(
+                    f"enumerating footprints: split counts {', '.join(map(str, sizes))} have "
+                    f"more than {FOOTPRINT_LIMIT:,} unions on a cluster of "
+                    f"{cluster.num_servers} servers")
             blocks = cluster.blocks(m)
             inside = next((b for b in blocks if b.mask & ~mask == 0), None)
             for block in [inside] if inside else blocks:
@@ -163,7 +186,8 @@ def _minimal(items: list[tuple[dict, int]],
     width = -(-max(max(mask.bit_length() for _, mask in items), 1) // 64)
     masks = mask_words([mask for _, mask in items], width)
     bits = np.unpackbits(masks.view(np.uint8), axis=1, bitorder="little").astype(bool)
-    pivot = np.where(bits, bits.sum(axis=0), len(items) + 1).argmin(axis=1)  # rarest bit
+    order = np.argsort(bits.sum(axis=0), kind="stable")  # the bits, rarest first
+    pivot = order[bits[:, order].argmax(axis=1)]  # each mask's rarest bit (ties: the lowest)
     drop = np.zeros(len(items), dtype=bool)
     for bit in np.unique(pivot):
         inner = np.flatnonzero(pivot == bit)  # the masks that may lie inside ...
@@ -319,7 +343,9 @@ class FootprintMenu:
     """Every degree's candidate footprints of one graph, stacked so that a decision scores them
     all with one product: degree ``d``'s are rows ``spans[d]`` of ``masks``, ``workers``,
     ``hits`` and ``placements``. ``jct_ms`` holds each footprint's JCT (NaN until timed:
-    :meth:`jct` times a degree's on first use)."""
+    :meth:`jct` times a degree's on first use). ``first_fit``: the degrees left out because
+    their footprints are too many to enumerate (:class:`TooManyFootprints`), which the placers
+    place first-fit."""
 
     graph: JobGraph
     spans: dict[int, slice]
@@ -329,20 +355,28 @@ class FootprintMenu:
     hits: np.ndarray
     jct_ms: np.ndarray
     timed: set[int] = field(default_factory=set)
+    first_fit: tuple[int, ...] = ()
 
     @classmethod
     def build(cls, graph: JobGraph, counts: dict[int, tuple[int, ...]], cluster: RampCluster,
               scorer: FreeBlockScore) -> FootprintMenu:
-        """The menu of ``graph`` at the degrees of ``counts`` (degree -> per-op counts)."""
-        spans, placements = {}, []
+        """The menu of ``graph`` at the degrees of ``counts`` (degree -> per-op counts); a
+        degree with too many footprints is left out, with one warning line."""
+        spans, placements, first_fit = {}, [], []
         for d, c in counts.items():
             start = len(placements)
-            placements += footprint_placements(graph, c, cluster)
+            try:
+                placements += footprint_placements(graph, c, cluster)
+            except TooManyFootprints as err:
+                warn(f"{graph.name} at degree {d}: {err}; best fit and compact place it "
+                     f"first-fit")
+                first_fit.append(d)
+                continue
             spans[d] = slice(start, len(placements))
         masks = mask_array((p.mask for p in placements), cluster)
         workers = np.asarray([p.num_workers for p in placements], dtype=np.int64)
         return cls(graph, spans, placements, masks, workers, scorer.hits(masks),
-                   np.full(len(placements), np.nan))
+                   np.full(len(placements), np.nan), first_fit=tuple(first_fit))
 
     def free(self, occupied: int) -> np.ndarray:
         """Which footprints share no server with ``occupied``: beyond 64 servers tested word by

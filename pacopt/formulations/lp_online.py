@@ -13,7 +13,8 @@ instant):
   instance keeps its jobs, not its workload spec, and an online policy may not read ahead, so
   the workload distribution is estimated from what has arrived). Their columns are every
   candidate footprint (:func:`pacopt.formulations.offline.footprints`) clear of the jobs running
-  until then, each worth ``1 / samples``;
+  until then, each worth ``1 / samples`` (a degree with too many footprints to enumerate, on a
+  large cluster without tiles, is left out);
 - the running jobs are constants: they hold their servers until their end.
 Scenarios share the arriving job's columns and nothing else (a two-stage stochastic LP).
 
@@ -37,6 +38,7 @@ from functools import cached_property
 import numpy as np
 
 from pacopt.cluster.instance import Instance
+from pacopt.cluster.placers import TooManyFootprints
 from pacopt.cluster.policies import Decision
 from pacopt.cluster.state import EPS_MS
 from pacopt.cluster.topology import mask_words, servers_of
@@ -176,10 +178,15 @@ class LpOnline:
         """Every candidate footprint of ``graph`` at every degree placeable on an empty cluster,
         with its timing, as arrays (cached): what a sampled future job of it may take."""
         if graph.name not in self.menus:
-            columns = [(d, placement, jct)
-                       for d in range(1, table.max_degree + 1) if table.placed[d]
-                       for placement, jct, _ in pattern_options(
-                           graph, table.counts[d], model, self.instance.cluster)]
+            columns = []
+            for d in range(1, table.max_degree + 1):
+                if not table.placed[d]:
+                    continue
+                try:
+                    options = pattern_options(graph, table.counts[d], model, self.instance.cluster)
+                except TooManyFootprints:  # a large cluster without tiles: left out of futures
+                    continue
+                columns += [(d, placement, jct) for placement, jct, _ in options]
             width = -(-self.instance.cluster.num_servers // 64)
             self.menus[graph.name] = _FutureMenu(
                 degrees=np.array([c[0] for c in columns], dtype=np.int64),
