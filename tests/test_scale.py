@@ -274,6 +274,33 @@ def test_ctrl_c_while_validating_keeps_the_result(monkeypatch):
     assert solution.arrived == 20
 
 
+def test_a_capped_bound_counts_the_degrees_no_tile_holds(pipedream_env):
+    """On 32x32x1 the 4x4x1 tiles hold no block of 5, 10 or 15, which the cluster places: the
+    bound still bounds the true problem under ``ddls`` (it fell two jobs below an online
+    episode, a result the validator refused), and under ``physical``, where it bounds the
+    capped problem only, the bound reported is the decidable jobs'."""
+    from pacopt.cluster.paper_workload import on_cluster, paper_instance_dict
+    from pacopt.formulations.bound import worker_count_bound
+    from pacopt.formulations.offline import decidable_jobs
+
+    inst = instance_from_dict(on_cluster(paper_instance_dict("A", 10000, 60), (32, 32, 1)))
+    problem = build_problem(inst)
+    assert problem.capped and problem.relaxation_bounds_all
+    online = max(solve(inst, m, seed=0, placement=p).accepted
+                 for m, p in (("tuned", "first-fit"), ("para-max", "first-fit"),
+                              ("tuned", "best-fit")))
+    assert worker_count_bound(problem, time_limit=10.0) >= online
+    solution = solve(inst, "bound", time_limit=20.0, threads=1, seed=0)
+    assert solution.validated and solution.bound_accepted >= online
+    physical = instance_from_dict(on_cluster(paper_instance_dict("A", 10000, 20, "physical"),
+                                             (32, 32, 1)))
+    capped = build_problem(physical)
+    assert not capped.relaxation_bounds_all
+    assert capped.trivial_bound == decidable_jobs(physical, capped.model) == 20
+    solution = solve(physical, "bound", time_limit=20.0, threads=1, seed=0)
+    assert solution.validated and solution.bound_accepted == 20
+
+
 @pytest.fixture
 def small_footprint_limit(monkeypatch):
     """:data:`placers.FOOTPRINT_LIMIT` at 1,000 unions, with the footprint caches emptied

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 
+from pacopt.cluster.state import EPS_MS
 from pacopt.formulations.offline import OfflineProblem, maximal_cliques
 from pacopt.infra.interrupt import run_stoppable
 from pacopt.infra.quiet import c_stdout_silenced
@@ -52,6 +53,29 @@ def worker_count_bound(problem: OfflineProblem, time_limit: float | None = 10.0,
     return solve_relaxation(problem, time_limit, integral).bound
 
 
+def _add_uncapped_degrees(problem: OfflineProblem, groups: dict) -> None:
+    """Add to ``groups`` the (job, degree) pairs of the true problem that a capped one lacks:
+    a degree with a block size no tile holds (5 = 5x1x1 on 4x4 tiles) has no capped candidate,
+    but the cluster places it. Under ``ddls`` a degree's JCT is the job table's, and its
+    largest split count bounds its workers, so the bound holds for the true problem (a whole
+    problem's: every job of the instance is in it)."""
+    instance, model = problem.instance, problem.model
+    horizon = instance.horizon_ms
+    for j, job in enumerate(instance.jobs):
+        if j in problem.late:
+            continue
+        table = model.table(instance.graphs[job.graph])
+        deadline, scale = instance.deadline_ms(job), instance.work_scale(job)
+        for d in range(1, table.max_degree + 1):
+            if not table.placed[d] or (j, d) in groups:
+                continue
+            jct = table.jct_ms[d] * scale  # as build_problem's options
+            if jct > deadline or (horizon is not None
+                                  and job.arrival_ms + jct > horizon + EPS_MS):
+                continue
+            groups[j, d] = (max(table.counts[d]), job.arrival_ms, job.arrival_ms + jct)
+
+
 def solve_relaxation(problem: OfflineProblem, time_limit: float | None = 10.0,
                      integral: bool = True) -> Relaxation:
     """Solve the worker-count relaxation (see the module doc and :func:`worker_count_bound`)."""
@@ -63,6 +87,8 @@ def solve_relaxation(problem: OfflineProblem, time_limit: float | None = 10.0,
         workers = (max(len(b.servers) for b in option.placement.blocks) if problem.capped
                    else option.workers)
         groups[key] = (min(width, workers), start, min(end, option.end_ms))
+    if problem.capped and problem.instance.model.preset == "ddls":
+        _add_uncapped_degrees(problem, groups)
     if not groups:
         return Relaxation(bound=0, selection={})
     keys = list(groups)

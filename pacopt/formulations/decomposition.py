@@ -129,7 +129,7 @@ class _WindowSearch:
         self.deadline = self.started + time_limit
         self.incumbent = dict(warm_start)
         self.jobs = [j for j, ks in enumerate(problem.by_job) if ks]  # arrival order
-        self.bound = len(self.jobs)
+        self.bound = problem.trivial_bound
         self.progress = progress
         self.trace: list[tuple[float, int | None, int | None]] = []
         self.interrupted = False
@@ -188,7 +188,8 @@ class _WindowSearch:
         budget = min(RELAX_SHARE * self.left(), RELAX_MAX_SECONDS)
         relaxation = solve_relaxation(self.problem, budget)
         with self.lock:
-            self.bound = min(self.bound, relaxation.bound)
+            if self.problem.relaxation_bounds_all:  # else it bounds the capped problem only
+                self.bound = min(self.bound, relaxation.bound)
             self.interrupted |= relaxation.interrupted
             self.note()
         return relaxation.selection

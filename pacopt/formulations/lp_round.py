@@ -71,7 +71,7 @@ class LpPoint:
 
     @property
     def accepted_bound(self) -> int:
-        return int(math.floor(self.value / (1.0 - EPS_COST) + 1e-6))
+        return math.floor(self.value / (1.0 - EPS_COST) + 1e-6)
 
 
 def lp_costs(options: list[Option]) -> np.ndarray:
@@ -419,14 +419,20 @@ def run_lp_round(instance: Instance, method: str, model: JctModel, *, time_limit
     problem = build_problem(instance, model)
     result = lp_round(problem, seed=0 if seed is None else seed, rounds=rounds, window=window,
                       progress=progress)
-    # the whole LP's floor when it was solved, else the worker-count LP: both relax the problem
-    bound = (result.lp_bound if result.lp_bound is not None
-             else worker_count_bound(problem, integral=False))
+    # the whole LP's floor when it was solved, else the worker-count LP: both relax the
+    # problem; of capped candidates (offline module doc) the LP bounds them only
+    source = "lp" if result.lp_bound is not None and not problem.capped else "worker-count"
+    if source == "lp":
+        bound = result.lp_bound
+    elif problem.relaxation_bounds_all:
+        bound = min(problem.trivial_bound, worker_count_bound(problem, integral=False))
+    else:
+        bound, source = problem.trivial_bound, "decidable jobs"
     status = "optimal" if bound == len(result.chosen) else "feasible"
     solution = to_solution(problem, result.chosen, method=method, status=status,
                            bound_accepted=bound, solve_seconds=time.perf_counter() - started)
     solution.metrics = episode_metrics(instance, solution)
     solution.metrics.update(lp_count=result.lps, lp_seconds=result.lp_seconds,
-                            lp_bound_source="lp" if result.lp_bound is not None else "worker-count",
+                            lp_bound_source=source,
                             rounds=rounds)
     return solution

@@ -17,10 +17,12 @@ first, in best fit's order on an empty tile: :func:`_spread`), each in every til
 ``problem.capped`` says so. The search then optimises the capped problem, and its own bound
 bounds only that. The bound reported is the worker-count relaxation's, built with each (job,
 degree)'s width lower-bounded by its largest split count (a block that large is in every
-footprint, capped or not), so that in the ``ddls`` preset (one JCT per degree) it bounds the
-true problem; in ``physical`` its JCTs are the capped candidates' shortest, and it bounds the
-capped problem only. The argument below then holds for the true problem, not for the capped
-one: the exact runner compares the result with the online episodes and keeps the better.
+footprint, capped or not) and with the degrees no tile holds but the cluster places, so that
+in the ``ddls`` preset (one JCT per degree) it bounds the true problem; in ``physical`` its
+JCTs are the capped candidates' shortest, and it bounds the capped problem only, so the bound
+reported is :attr:`OfflineProblem.trivial_bound`. The argument below then holds for the true
+problem, not for the capped one: the exact runner compares the result with the online
+episodes and keeps the better.
 
 **Why the optimum bounds online policies.** Every placement first-fit can produce, on any cluster
 state, gives each op a block of its count, so its footprint contains one of these minimal
@@ -129,6 +131,21 @@ class OfflineProblem:
     def num_jobs(self) -> int:
         return len(self.by_job)
 
+    @property
+    def relaxation_bounds_all(self) -> bool:
+        """Whether the worker-count relaxation bounds the true problem (module doc): always,
+        but for capped candidates under ``physical``, where it bounds the capped problem only."""
+        return not self.capped or self.instance.model.preset == "ddls"
+
+    @property
+    def trivial_bound(self) -> int:
+        """A bound on the true problem's accepted jobs without solving anything: the jobs with
+        an option, or with capped candidates (which may lack a degree the cluster places) those
+        :func:`decidable_jobs` counts."""
+        if self.capped:
+            return decidable_jobs(self.instance, self.model)
+        return sum(1 for options in self.by_job if options)
+
     @cached_property
     def option_rows(self) -> list[list[int]]:
         """``option_rows[k]``: indices of the conflict rows holding option k."""
@@ -137,6 +154,20 @@ class OfflineProblem:
             for k in row:
                 out[k].append(r)
         return out
+
+
+def decidable_jobs(instance: Instance, model: JctModel) -> int:
+    """The jobs some degree can run within their deadline (``ddls``: one JCT per degree;
+    ``physical``: every job arriving before the horizon, as the JCT depends on the
+    placement): a bound on every method's accepted jobs."""
+    count = 0
+    for job in instance.jobs:
+        if instance.horizon_ms is not None and job.arrival_ms >= instance.horizon_ms:
+            continue
+        table = model.job_table(instance.graphs[job.graph], instance.work_scale(job))
+        count += (instance.model.preset != "ddls"
+                  or bool((table.jct_ms[table.placed] <= instance.deadline_ms(job)).any()))
+    return count
 
 
 def restrict(problem: OfflineProblem, jobs: set[int], required: set[int] = frozenset(),

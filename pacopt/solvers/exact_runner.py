@@ -23,7 +23,12 @@ from pacopt.cluster.simulator import simulate
 from pacopt.cluster.solution import Solution
 from pacopt.formulations.bound import solve_relaxation
 from pacopt.formulations.decomposition import BEAM_SHARE, ONLINE_SHARE, solve_decomposed
-from pacopt.formulations.offline import ExactResult, build_problem, to_solution
+from pacopt.formulations.offline import (
+    ExactResult,
+    build_problem,
+    decidable_jobs,
+    to_solution,
+)
 from pacopt.formulations.warm import best_warm_start, online_policies
 from pacopt.infra.concurrency import available_cores
 from pacopt.infra.errors import InputError, warn
@@ -86,17 +91,19 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
             problem, online_policies(instance), best_fit=True, rollout=True,
             extra=learned_policies(instance), beam_until=beam_until,
             deadline=beam_until + ONLINE_SHARE * limit, played=played)
-        trivial = sum(1 for options in problem.by_job if options)
+        trivial = problem.trivial_bound
         live(time.perf_counter() - started, len(start), trivial)
         if stop_requested():
             result = ExactResult(chosen=start, status="feasible", bound_accepted=trivial,
                                  seconds=time.perf_counter() - started)
         elif method == "bound":
             relaxation = solve_relaxation(problem, min(BOUND_TIME_LIMIT, limit))
-            result = ExactResult(chosen=start, status="feasible", bound_accepted=relaxation.bound,
+            relaxed = (min(trivial, relaxation.bound) if problem.relaxation_bounds_all
+                       else trivial)
+            result = ExactResult(chosen=start, status="feasible", bound_accepted=relaxed,
                                  seconds=time.perf_counter() - started,
                                  interrupted=relaxation.interrupted)
-            live(result.seconds, len(start), relaxation.bound)
+            live(result.seconds, len(start), relaxed)
         else:
             remaining = max(1.0, (1 - FINISH_SHARE) * limit - (time.perf_counter() - started))
             result = solve_decomposed(problem, _backend(method), time_limit=remaining,
@@ -153,13 +160,7 @@ def online_fallback(instance: Instance, method: str, model: JctModel, started: f
     that nothing was reached."""
     before = stop_requested()  # then the episode rejects every job: no incumbent
     episode = best_online_episode(instance, model, started + limit)
-    bound = 0
-    for job in instance.jobs:
-        if instance.horizon_ms is not None and job.arrival_ms >= instance.horizon_ms:
-            continue
-        table = model.job_table(instance.graphs[job.graph], instance.work_scale(job))
-        bound += (instance.model.preset != "ddls"
-                  or bool((table.jct_ms[table.placed] <= instance.deadline_ms(job)).any()))
+    bound = decidable_jobs(instance, model)
     return _online_result(instance, method, episode, bound, started, limit,
                           f"stopped while {stage}", reached=not before)
 
