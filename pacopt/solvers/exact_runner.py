@@ -97,12 +97,12 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
             result = ExactResult(chosen=start, status="feasible", bound_accepted=trivial,
                                  seconds=time.perf_counter() - started)
         elif method == "bound":
-            relaxation = solve_relaxation(problem, min(BOUND_TIME_LIMIT, limit))
-            relaxed = (min(trivial, relaxation.bound) if problem.relaxation_bounds_all
-                       else trivial)
+            relaxed, interrupted = trivial, False  # capped physical: it would bound those only
+            if problem.relaxation_bounds_all:
+                relaxation = solve_relaxation(problem, min(BOUND_TIME_LIMIT, limit))
+                relaxed, interrupted = min(trivial, relaxation.bound), relaxation.interrupted
             result = ExactResult(chosen=start, status="feasible", bound_accepted=relaxed,
-                                 seconds=time.perf_counter() - started,
-                                 interrupted=relaxation.interrupted)
+                                 seconds=time.perf_counter() - started, interrupted=interrupted)
             live(result.seconds, len(start), relaxed)
         else:
             remaining = max(1.0, (1 - FINISH_SHARE) * limit - (time.perf_counter() - started))
