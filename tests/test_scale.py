@@ -277,7 +277,8 @@ def test_ctrl_c_while_validating_keeps_the_result(monkeypatch):
 def test_a_capped_bound_counts_the_degrees_no_tile_holds(pipedream_env):
     """On 32x32x1 the 4x4x1 tiles hold no block of 5, 10 or 15, which the cluster places: the
     bound still bounds the true problem under ``ddls`` (it fell two jobs below an online
-    episode, a result the validator refused), and under ``physical``, where it bounds the
+    episode, a result the validator refused; ``lp-round`` called its 58 of 60 optimal), and
+    under ``physical``, where it bounds the
     capped problem only, the bound reported is the decidable jobs'."""
     from pacopt.cluster.paper_workload import on_cluster, paper_instance_dict
     from pacopt.formulations.bound import worker_count_bound
@@ -292,6 +293,8 @@ def test_a_capped_bound_counts_the_degrees_no_tile_holds(pipedream_env):
     assert worker_count_bound(problem, time_limit=10.0) >= online
     solution = solve(inst, "bound", time_limit=20.0, threads=1, seed=0)
     assert solution.validated and solution.bound_accepted >= online
+    rounded = solve(inst, "lp-round", seed=0)  # its whole LP's floor bounds the capped problem
+    assert rounded.bound_accepted >= online and rounded.metrics["lp_bound_source"] == "worker-count"
     physical = instance_from_dict(on_cluster(paper_instance_dict("A", 10000, 20, "physical"),
                                              (32, 32, 1)))
     capped = build_problem(physical)
