@@ -299,13 +299,12 @@ class JctModel:
         if chosen:
             free_blocks[placeable] = scorer.left(None, occupied, menu.hits[chosen])
         for d in menu.first_fit:  # too many footprints to choose from: first fit's
-            found = self._first_fit(table, d, occupied) if table.placed[d] else None
+            found = self._first_fit(table, d, occupied)
             if found is None:
                 continue
-            placement = self._chosen(graph, *found)
+            placement, jct[d] = found
             placeable[d] = True
             workers[d] = placement.num_workers
-            jct[d] = table.jct_ms[d] if ddls else self._placed_jct(*found)
             masks[d] = placement.mask
             placements[d] = placement
             free_blocks[d] = scorer.left([placement.mask], occupied)[0]
@@ -361,9 +360,8 @@ class JctModel:
                 found = self._first_fit(table, d, occupied)
                 if found is None:
                     continue
-                placement = self._chosen(graph, *found)
+                placement, jct[d] = found
                 lost = self._tile_loss(placement.mask, locals_)
-                jct[d] = table.jct_ms[d] if ddls else self._placed_jct(*found)
             placeable[d] = True
             workers[d] = placement.num_workers
             masks[d] = placement.mask
@@ -375,12 +373,17 @@ class JctModel:
                            free_blocks)
 
     def _first_fit(self, table: JobTable, degree: int,
-                   occupied: int) -> tuple[FitPlan, tuple[Block, ...]] | None:
-        """First fit's choice for ``degree`` (as :meth:`place`) with its plan; the degrees of a
-        decision share their look-ups through :meth:`RampCluster.free_block`'s cache."""
+                   occupied: int) -> tuple[Placement, float] | None:
+        """First fit's placement for ``degree`` (as :meth:`place`) and its JCT: the fallback of
+        best fit and compact; the degrees of a decision share their look-ups through
+        :meth:`RampCluster.free_block`'s cache."""
         plan = self.plan(table.graph, table.counts[degree])
         choice = plan.fit(occupied)
-        return None if choice is None else (plan, choice)
+        if choice is None:
+            return None
+        jct = (table.jct_ms[degree] if self.settings.preset == "ddls"
+               else self._placed_jct(plan, choice))
+        return self._chosen(table.graph, plan, choice), jct
 
     def _chosen(self, graph: JobGraph, plan: FitPlan, choice: tuple[Block, ...]) -> Placement:
         """``plan``'s placement of ``choice`` (cached: the same few blocks come back decision

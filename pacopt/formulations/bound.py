@@ -67,13 +67,11 @@ def _add_uncapped_degrees(problem: OfflineProblem, groups: dict) -> None:
         table = model.table(instance.graphs[job.graph])
         deadline, scale = instance.deadline_ms(job), instance.work_scale(job)
         for d in range(1, table.max_degree + 1):
-            if not table.placed[d] or (j, d) in groups:
+            jct = table.jct_ms[d] * scale  # kept as build_problem keeps its options
+            if jct > deadline or (horizon is not None and job.arrival_ms + jct > horizon + EPS_MS):
                 continue
-            jct = table.jct_ms[d] * scale  # as build_problem's options
-            if jct > deadline or (horizon is not None
-                                  and job.arrival_ms + jct > horizon + EPS_MS):
-                continue
-            groups[j, d] = (max(table.counts[d]), job.arrival_ms, job.arrival_ms + jct)
+            if table.placed[d] and (j, d) not in groups:
+                groups[j, d] = (max(table.counts[d]), job.arrival_ms, job.arrival_ms + jct)
 
 
 def solve_relaxation(problem: OfflineProblem, time_limit: float | None = 10.0,

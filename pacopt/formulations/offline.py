@@ -137,7 +137,7 @@ class OfflineProblem:
         but for capped candidates under ``physical``, where it bounds the capped problem only."""
         return not self.capped or self.instance.model.preset == "ddls"
 
-    @property
+    @cached_property
     def trivial_bound(self) -> int:
         """A bound on the true problem's accepted jobs without solving anything: the jobs with
         an option, or with capped candidates (which may lack a degree the cluster places) those
