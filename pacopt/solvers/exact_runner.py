@@ -21,6 +21,7 @@ from pacopt.cluster.jct import JctModel
 from pacopt.cluster.placers import OutOfTime
 from pacopt.cluster.simulator import simulate
 from pacopt.cluster.solution import Solution
+from pacopt.cluster.tiles import tiling
 from pacopt.formulations.bound import solve_relaxation
 from pacopt.formulations.decomposition import BEAM_SHARE, ONLINE_SHARE, solve_decomposed
 from pacopt.formulations.offline import (
@@ -137,16 +138,32 @@ def run_lp_round(instance: Instance, method: str, model: JctModel, *,
                  progress: bool) -> Solution:
     """``lp-round`` (:func:`pacopt.formulations.lp_round.run_lp_round`); when Ctrl-C stops the
     building of its problem, the best online episode (:func:`online_fallback`), as for the exact
-    methods."""
+    methods. On a tiled cluster its candidates are capped (offline module doc), so its result
+    is compared with the first online episode (``tuned``'s, one episode: the seed still gives
+    one answer) and the better one is returned, as the exact methods do."""
     from pacopt.formulations.lp_round import run_lp_round as rounding
 
     started = time.perf_counter()
+    limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
     try:
-        return rounding(instance, method, model, time_limit=time_limit, threads=threads,
-                        seed=seed, progress=progress)
+        solution = rounding(instance, method, model, time_limit=time_limit, threads=threads,
+                            seed=seed, progress=progress)
     except OutOfTime as err:
-        limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
         return online_fallback(instance, method, model, started, limit, str(err))
+    if tiling(instance.cluster) is None or stop_requested():
+        return solution
+    episode = best_online_episode(instance, model, deadline=started)  # past: one episode
+    if episode.accepted <= solution.accepted:
+        return solution
+    kept = solution.metrics
+    solution = _online_result(instance, method, episode, solution.bound_accepted, started, limit,
+                              "the capped candidates held fewer jobs than an online episode",
+                              quiet=True)
+    solution.time_limit = time_limit
+    for key in ("reproducible", "reproducibility"):  # one episode at seed 0: it is
+        solution.metrics.pop(key)
+    solution.metrics["lp_bound_source"] = kept["lp_bound_source"]
+    return solution
 
 
 def online_fallback(instance: Instance, method: str, model: JctModel, started: float,
