@@ -155,14 +155,12 @@ def run_lp_round(instance: Instance, method: str, model: JctModel, *,
     episode = best_online_episode(instance, model, deadline=started)  # past: one episode
     if episode.accepted <= solution.accepted:
         return solution
-    kept = solution.metrics
+    source = solution.metrics["lp_bound_source"]
     solution = _online_result(instance, method, episode, solution.bound_accepted, started, limit,
                               "the capped candidates held fewer jobs than an online episode",
-                              quiet=True)
+                              quiet=True, clocked=False)  # one episode at seed 0
     solution.time_limit = time_limit
-    for key in ("reproducible", "reproducibility"):  # one episode at seed 0: it is
-        solution.metrics.pop(key)
-    solution.metrics["lp_bound_source"] = kept["lp_bound_source"]
+    solution.metrics["lp_bound_source"] = source
     return solution
 
 
@@ -203,10 +201,11 @@ def best_online_episode(instance: Instance, model: JctModel, deadline: float,
 
 def _online_result(instance: Instance, method: str, episode: Solution, bound: int,
                    started: float, limit: float, why: str, quiet: bool = False,
-                   reached: bool = True) -> Solution:
+                   reached: bool = True, clocked: bool = True) -> Solution:
     """``episode`` reported as ``method``'s result with ``bound`` (``metrics["stopped"]``:
     ``why``; a warning line too unless ``quiet``; ``reached`` False: the episode was stopped
-    before its first decision, so the line says no incumbent was reached)."""
+    before its first decision, so the line says no incumbent was reached; ``clocked``: the
+    method's search was cut by the clock, so the result says it is not reproducible)."""
     if not quiet and not reached:
         warn(f"{method}: {why}, before any incumbent; returning every job rejected (valid, "
              f"nothing reached) and the bound {bound}")
@@ -224,8 +223,9 @@ def _online_result(instance: Instance, method: str, episode: Solution, bound: in
     episode.metrics["stopped"] = why
     episode.metrics["warm_start_method"] = played
     episode.metrics["warm_start_accepted"] = episode.accepted
-    episode.metrics["reproducible"] = False
-    episode.metrics["reproducibility"] = NOT_REPRODUCIBLE
+    if clocked:
+        episode.metrics["reproducible"] = False
+        episode.metrics["reproducibility"] = NOT_REPRODUCIBLE
     return episode
 
 
