@@ -3,8 +3,9 @@ of any method: exit 130 within 5 s").
 
 The instances are :mod:`bench_scale`'s scaled paper workload on 8x8x4 (256 servers) and 16x16x4
 (1024 servers), or with ``--servers-per-rack 8`` on 8x4x8 and 16x8x8 (tiles of 128 servers),
-frozen into JSON files in a temporary folder: ``--jobs`` arrivals (2001) for the online methods, ``--exact-jobs`` (300) for the exact and offline ones, the ``ddls`` preset
-(``physical`` for the compact placer). With ``--seed`` (0), ``--moments`` (20) moments are drawn.
+frozen into JSON files in a temporary folder: ``--jobs`` arrivals (2001) for the online methods,
+``--exact-jobs`` (300) for the exact and offline ones, the ``ddls`` preset (``physical`` for the
+compact placer). With ``--seed`` (0), ``--moments`` (20) moments are drawn.
 Each moment is a (method, cluster, delay) triple. The methods are dealt from shuffled rounds of
 :data:`CONFIGS`, so that 14 moments or more cover each one once:
 
