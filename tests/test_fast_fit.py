@@ -132,7 +132,7 @@ def test_symmetry_key_of_a_choice_is_the_placements_canonical_key(pipedream_dir)
                 choice = plan.fit(occupied)
                 if choice is not None:
                     pairs[plan.symmetry_key(choice)] = plan.placement(choice).canonical_key(cluster)
-            assert len(pairs) > 3
+            assert len(pairs) >= 3  # several classes compared
             assert len(set(pairs.values())) == len(pairs)  # distinct keys, distinct classes
             for _ in range(150):  # and equal keys give equal canonical keys
                 occupied = int(rng.integers(0, 2 ** 32))

@@ -1,12 +1,15 @@
 """First-fit placement against the live cluster state, footprints and placement symmetry."""
 
+import random
+
 import pytest
 
 from pacopt.cluster.jct import JctModel
-from pacopt.cluster.partition import op_counts
+from pacopt.cluster.partition import op_counts, partition
 from pacopt.cluster.pipedream import read_pipedream
 from pacopt.cluster.placement import Placement, first_fit
 from pacopt.cluster.settings import ModelSettings
+from pacopt.cluster.step import simulate_step
 from pacopt.cluster.topology import RampCluster
 
 CLUSTER = RampCluster()
@@ -88,6 +91,36 @@ def test_symmetric_placements_share_one_timing(alexnet):
     assert a.mask != b.mask and a.canonical_key(CLUSTER) == b.canonical_key(CLUSTER)
     assert model.timing(alexnet, counts, a) == model.timing(alexnet, counts, b)
     assert len(model._store(alexnet)) == 1
+
+
+def test_placements_with_one_key_time_alike_wherever_their_blocks_lie(alexnet, gnmt):
+    """The key leaves out where a job's blocks lie relative to each other (no collective spans
+    two blocks), and nothing else: random placements that share a key share their step
+    timing, and a one-server block in the split block's rack or in another group keeps it."""
+    settings = ModelSettings(preset="physical")
+    rng = random.Random(3)
+    for graph, degree in ((alexnet, 4), (alexnet, 16), (gnmt, 8), (gnmt, 16)):
+        counts = op_counts(graph, degree, 0.01)
+        job = partition(graph, counts)
+        timings, placements = {}, {}
+        for _ in range(80):
+            by_size = {m: rng.choice(CLUSTER.blocks(m)) for m in set(counts)}
+            placement = Placement(tuple(by_size[c] for c in counts))
+            key = placement.canonical_key(CLUSTER)
+            step = simulate_step(job, placement, CLUSTER, settings)
+            assert timings.setdefault(key, step) == step, (graph.name, degree)
+            placements.setdefault(key, set()).add(placement.blocks)
+        assert any(len(same) > 1 for same in placements.values())  # classes were compared
+    counts = op_counts(alexnet, 4, 0.01)
+    split = first_fit(alexnet, counts, CLUSTER).blocks[counts.index(4)]
+    near = next(b for b in CLUSTER.blocks(1) if b.servers[0] not in split.servers
+                and CLUSTER.coords[b.servers[0]][:2] == CLUSTER.coords[split.servers[0]][:2])
+    far = next(b for b in CLUSTER.blocks(1) if all(
+        CLUSTER.coords[b.servers[0]][0] != CLUSTER.coords[s][0] for s in split.servers))
+    a, b = (Placement(tuple(split if c == 4 else one for c in counts)) for one in (near, far))
+    assert a.canonical_key(CLUSTER) == b.canonical_key(CLUSTER)
+    job = partition(alexnet, counts)
+    assert simulate_step(job, a, CLUSTER, settings) == simulate_step(job, b, CLUSTER, settings)
 
 
 def test_physical_jct_depends_on_placement(alexnet):

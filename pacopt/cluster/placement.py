@@ -84,12 +84,11 @@ class Placement:
             used <= capacity for used in self.memory_use(graph).values())
 
     def canonical_key(self, cluster: RampCluster) -> str:
-        """A key shared by every placement that a relabelling of communication groups, of racks and
-        of server slots maps onto this one (a digest of the block sizes and of the coordinates
-        renumbered by first appearance). The JCT model only looks at which coordinates are equal
-        (same server, number of distinct groups/racks/slots), so it is invariant under these
-        symmetries and one simulation serves the whole class. Memoised: placements are cached
-        and re-timed often."""
+        """A key shared by every placement that times as this one: a digest of the block sizes
+        and of :func:`relabelled`'s servers and coordinates. The step simulation reads only
+        which sub-ops share a server and how many groups, racks and slots a collective's
+        servers span, and every collective's servers lie in one op's block, so one simulation
+        serves the whole class. Memoised: placements are cached and re-timed often."""
         if cluster not in self._keys:
             servers = tuple(block.servers for block in self.blocks)  # all the key depends on
             key = _CANONICAL.get((cluster, servers))
@@ -108,18 +107,25 @@ _CANONICAL = BoundedCache(100_000)
 
 
 def relabelled(blocks, cluster: RampCluster) -> list[int]:
-    """The blocks' server coordinates, each axis renumbered by first appearance: equal for two
-    block sequences that a relabelling of groups, racks and slots maps onto each other."""
-    relabel: tuple[dict, dict, dict] = ({}, {}, {})
+    """Per block, its servers numbered by first appearance over all the blocks, then its
+    servers' coordinates, each axis numbered by first appearance within the block. Two block
+    sequences with equal lists share servers alike and span alike inside every block, so they
+    time alike (:meth:`Placement.canonical_key`); where the blocks lie relative to each other,
+    in the same rack or not, is left out, because no collective spans two blocks: a split op's
+    sync pairs are in its block, and its fan-out is a collective only when its destinations
+    are its sources' servers."""
+    ids: dict[int, int] = {}
     coords = cluster.coords
     done: dict[tuple[int, ...], list[int]] = {}  # a repeated block repeats its first labels
     out = []
     for block in blocks:
         part = done.get(block.servers)
         if part is None:
-            part = done[block.servers] = [relabel[axis].setdefault(value, len(relabel[axis]))
-                                          for server in block.servers
-                                          for axis, value in enumerate(coords[server])]
+            relabel: tuple[dict, dict, dict] = ({}, {}, {})
+            part = done[block.servers] = (
+                [ids.setdefault(server, len(ids)) for server in block.servers]
+                + [relabel[axis].setdefault(value, len(relabel[axis]))
+                   for server in block.servers for axis, value in enumerate(coords[server])])
         out += part
     return out
 
