@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from itertools import chain
 
+import numpy as np
+
 from pacopt.cluster.graph import JobGraph
 
 
@@ -94,6 +96,22 @@ class PartitionedJob:
             if k == DATA:
                 waits[t] += 1
         return tuple(waits)
+
+    @cached_property
+    def sub_priority(self) -> tuple[int, ...]:
+        """Each sub-op's allocation rank: twice its forward op's position in the graph's
+        topological order, plus one for a backward op (a worker runs, among ready sub-ops of
+        equal compute, the later allocated first)."""
+        n = self.graph.num_ops
+        position = {k: i for i, k in enumerate(self.graph.topological_order)}
+        return tuple(2 * position[o % n] + (o >= n) for o in self.sub_op)
+
+    @cached_property
+    def dep_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The dependencies' source and target sub-ops and whether they carry bytes, as arrays:
+        the step simulation finds every dependency's channel at once."""
+        return (np.array(self.dep_src, dtype=np.int64), np.array(self.dep_dst, dtype=np.int64),
+                np.array(self.dep_size, dtype=float) > 0)
 
     @cached_property
     def group_bytes(self) -> tuple[float, ...]:

@@ -26,6 +26,8 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+import numpy as np
+
 from pacopt.cluster.communication import (
     one_to_one_seconds,
     spread,
@@ -107,19 +109,20 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
     blocks = placement.blocks
     servers = [blocks[o % n].servers[j] for o, j in zip(job.sub_op, job.sub_slot)]
     dep_ms = dependency_times(job, servers, cluster, settings)
-    src, dst, kind = job.dep_src, job.dep_dst, job.dep_kind
+    dst, kind = job.dep_dst, job.dep_kind
     num_deps, num_subs = job.num_deps, job.num_sub_ops
 
     # Flows (cross-server, non-zero time) by channel (source * width + target server); -1 for
-    # the other dependencies.
+    # the other dependencies. Found for all the dependencies at once: thousands of them.
     width = cluster.num_servers
-    channel_of = [x * width + y
-                  if ms > 0 and nbytes > 0 and (x := servers[a]) != (y := servers[b]) else -1
-                  for a, b, nbytes, ms in zip(src, dst, job.dep_size, dep_ms)]
+    at = np.array(servers, dtype=np.int64)
+    sources, targets, sized = job.dep_arrays
+    x, y = at[sources], at[targets]
+    ms = np.array(dep_ms, dtype=float)
+    channel_of = np.where((ms > 0) & sized & (x != y), x * width + y, -1).tolist()
 
     # Static op priority on a worker: smaller compute first, then later allocation first.
-    bfs_pos = {k: i for i, k in enumerate(job.graph.topological_order)}
-    alloc = [2 * bfs_pos[o % n] + (o >= n) for o in job.sub_op]
+    alloc = job.sub_priority
     compute = job.sub_compute
 
     out = job.leaving
@@ -140,8 +143,8 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
     # dependency); finished flows leave it lazily, when they reach its top. The pair is packed
     # in one int (``key``), cheaper to compare and to keep than a tuple.
     channel_heap: defaultdict[int, list] = defaultdict(list)
-    order = {ms: r for r, ms in enumerate(sorted(set(dep_ms)))}
-    key = [order[ms] * num_deps - d for d, ms in enumerate(dep_ms)]
+    rank = np.unique(ms, return_inverse=True)[1]  # of each time among the distinct ones
+    key = (rank * num_deps - np.arange(num_deps)).tolist()
 
     def leads(d: int) -> bool:
         """Whether flow ``d`` (ready, not done) is the highest-priority flow of its channel."""
