@@ -110,7 +110,7 @@ class PartitionedJob:
     def dep_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The dependencies' source and target sub-ops and whether they carry bytes, as arrays:
         the step simulation finds every dependency's channel at once."""
-        return (np.array(self.dep_src, dtype=np.int64), np.array(self.dep_dst, dtype=np.int64),
+        return (np.array(self.dep_src, dtype=np.int32), np.array(self.dep_dst, dtype=np.int32),
                 np.array(self.dep_size, dtype=float) > 0)
 
     @cached_property
