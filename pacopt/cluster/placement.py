@@ -84,8 +84,8 @@ class Placement:
             used <= capacity for used in self.memory_use(graph).values())
 
     def canonical_key(self, cluster: RampCluster) -> str:
-        """A key shared by every placement that times as this one: a digest of the block sizes
-        and of :func:`relabelled`'s servers and coordinates. The step simulation reads only
+        """A key shared by every placement that times as this one: a digest of
+        :func:`relabelled`'s blocks, servers and coordinates. The step simulation reads only
         which sub-ops share a server and how many groups, racks and slots a collective's
         servers span, and every collective's servers lie in one op's block, so one simulation
         serves the whole class. Memoised: placements are cached and re-timed often."""
@@ -93,10 +93,8 @@ class Placement:
             servers = tuple(block.servers for block in self.blocks)  # all the key depends on
             key = _CANONICAL.get((cluster, servers))
             if key is None:
-                key = [len(block.servers) for block in self.blocks] + relabelled(self.blocks,
-                                                                                   cluster)
                 key = _CANONICAL.put((cluster, servers), hashlib.blake2b(
-                    repr(key).encode(), digest_size=12).hexdigest())
+                    repr(relabelled(self.blocks, cluster)).encode(), digest_size=12).hexdigest())
             self._keys[cluster] = key
         return self._keys[cluster]
 
@@ -107,27 +105,31 @@ _CANONICAL = BoundedCache(100_000)
 
 
 def relabelled(blocks, cluster: RampCluster) -> list[int]:
-    """Per block, its servers numbered by first appearance over all the blocks, then its
+    """Each block's place among the distinct blocks (by first appearance), then per distinct
+    block its size, its servers numbered by first appearance over all the blocks, and its
     servers' coordinates, each axis numbered by first appearance within the block. Two block
     sequences with equal lists share servers alike and span alike inside every block, so they
     time alike (:meth:`Placement.canonical_key`); where the blocks lie relative to each other,
     in the same rack or not, is left out, because no collective spans two blocks: a split op's
     sync pairs are in its block, and its fan-out is a collective only when its destinations
-    are its sources' servers."""
+    are its sources' servers. A block repeated (every op of one split count shares one) is
+    described once."""
     ids: dict[int, int] = {}
     coords = cluster.coords
-    done: dict[tuple[int, ...], list[int]] = {}  # a repeated block repeats its first labels
+    place: dict[tuple[int, ...], int] = {}
+    parts: list[int] = []
     out = []
     for block in blocks:
-        part = done.get(block.servers)
-        if part is None:
+        at = place.get(block.servers)
+        if at is None:
+            at = place[block.servers] = len(place)
             relabel: tuple[dict, dict, dict] = ({}, {}, {})
-            part = done[block.servers] = (
-                [ids.setdefault(server, len(ids)) for server in block.servers]
-                + [relabel[axis].setdefault(value, len(relabel[axis]))
-                   for server in block.servers for axis, value in enumerate(coords[server])])
-        out += part
-    return out
+            parts.append(len(block.servers))
+            parts += [ids.setdefault(server, len(ids)) for server in block.servers]
+            parts += [relabel[axis].setdefault(value, len(relabel[axis]))
+                      for server in block.servers for axis, value in enumerate(coords[server])]
+        out.append(at)
+    return out + parts
 
 
 def first_fit_reference(graph: JobGraph, counts: tuple[int, ...], cluster: RampCluster,
