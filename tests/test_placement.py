@@ -99,15 +99,17 @@ def test_placements_with_one_key_time_alike_wherever_their_blocks_lie(alexnet, g
     timing, and a one-server block in the split block's rack or in another group keeps it."""
     settings = ModelSettings(preset="physical")
     rng = random.Random(3)
-    for graph, degree in ((alexnet, 4), (alexnet, 16), (gnmt, 8), (gnmt, 16)):
+    wide = RampCluster(communication_groups=8, racks_per_group=4, servers_per_rack=4)
+    for cluster, graph, degree in ((CLUSTER, alexnet, 4), (CLUSTER, alexnet, 16),
+                                   (CLUSTER, gnmt, 8), (CLUSTER, gnmt, 16), (wide, gnmt, 16)):
         counts = op_counts(graph, degree, 0.01)
         job = partition(graph, counts)
         timings, placements = {}, {}
         for _ in range(80):
-            by_size = {m: rng.choice(CLUSTER.blocks(m)) for m in set(counts)}
+            by_size = {m: rng.choice(cluster.blocks(m)) for m in set(counts)}
             placement = Placement(tuple(by_size[c] for c in counts))
-            key = placement.canonical_key(CLUSTER)
-            step = simulate_step(job, placement, CLUSTER, settings)
+            key = placement.canonical_key(cluster)
+            step = simulate_step(job, placement, cluster, settings)
             assert timings.setdefault(key, step) == step, (graph.name, degree)
             placements.setdefault(key, set()).add(placement.blocks)
         assert any(len(same) > 1 for same in placements.values())  # classes were compared
