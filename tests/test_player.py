@@ -1,5 +1,6 @@
-"""Play without torch-geometric: a checkpoint's network compiled by TorchScript once, kept in the
-cache, and played to the bit as the network in memory plays (``pacopt.learned.player``)."""
+"""Play without torch-geometric, and mostly without torch: a checkpoint's network compiled by
+TorchScript once and its head in numpy, kept in the cache, deciding as the network in memory
+decides (``pacopt.learned.player``)."""
 
 import json
 import os
@@ -15,8 +16,8 @@ from sb3_contrib import MaskablePPO
 from pacopt.learned.agent import load_checkpoint
 from pacopt.learned.checkpoint_meta import set_metadata
 from pacopt.learned.env import PartitionEnv, WorkloadFamily
-from pacopt.learned.gnn import DegreePolicy, greedy_degree
-from pacopt.learned.player import _key, _quietly, load_player
+from pacopt.learned.gnn import DegreePolicy, greedy_degree, spill_features
+from pacopt.learned.player import TIE_MARGIN, _key, _quietly, _spill_features, load_player
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -64,10 +65,14 @@ def test_the_compiled_network_plays_the_networks_logits_to_the_bit(env, tmp_path
     assert cached.degree_features == bool(extractor)
     obs, _ = env.reset(seed=3)
     done, decisions = False, 0
+    assert fresh.head is not None and cached.head is not None
     with torch.no_grad():
         while not done:
             mine = scorer.play_logits(obs)
             assert torch.equal(fresh.logits(obs), mine) and torch.equal(cached.logits(obs), mine)
+            # the numpy head: torch's logits up to rounding, far inside the tie margin
+            logits, scale = cached.head.scored(obs)
+            assert (np.abs(logits - mine.numpy()) / scale).max() < TIE_MARGIN / 4
             mask = env.action_masks()
             degree = cached.greedy(obs, mask)
             assert degree == greedy_degree(model.policy, obs, mask) and mask[degree]
@@ -79,19 +84,55 @@ def test_the_compiled_network_plays_the_networks_logits_to_the_bit(env, tmp_path
             more = dict(played, actions=np.concatenate([played["actions"],
                                                         played["actions"][1:]]))
             assert torch.equal(cached.logits(more), scorer.play_logits(more))
+            logits, scale = cached.head.scored(more)
+            assert (np.abs(logits - scorer.play_logits(more).numpy()) / scale).max() < (
+                TIE_MARGIN / 4)
 
 
-def test_a_later_process_plays_the_shipped_agents_without_torch_geometric(tmp_path):
+def test_a_near_tie_is_left_to_the_compiled_network(env, tmp_path, cache, monkeypatch):
+    """With every gap counted a near tie the numpy head decides no choice between degrees and
+    play is the compiled network's; with none, the head decides every move, and alike."""
+    from pacopt.learned import player
+
+    model = _saved(env, tmp_path / "agent.zip", seed=8, spill=True, degree_features=True)
+    played = load_player.__wrapped__(str(tmp_path / "agent.zip"), load_checkpoint)
+    for margin in (np.inf, 0.0):
+        monkeypatch.setattr(player, "TIE_MARGIN", margin)
+        obs, _ = env.reset(seed=4)
+        done = False
+        while not done:
+            mask = env.action_masks()
+            alone = played.head.greedy(obs, mask)
+            degree = played.greedy(obs, mask)
+            assert degree == greedy_degree(model.policy, obs, mask)
+            assert (alone is None) if margin and mask.sum() > 1 else (alone == degree)
+            obs, _, done, _, _ = env.step(degree)
+
+
+def test_the_numpy_spill_features_are_torchs():
+    rng = np.random.default_rng(3)
+    actions = rng.uniform(0, 1, (40, 8)).astype(np.float32)
+    actions[::4, 3] = 0.0  # not placeable on an empty cluster
+    actions[1::4, 6] = actions[1::4, 3]  # no spill
+    actions[2::4, 6] = actions[2::4, 3] * 1.5  # half as many again
+    mine = _spill_features(actions)
+    assert mine.dtype == np.float32
+    assert np.array_equal(mine, spill_features(torch.from_numpy(actions[None]))[0].numpy())
+
+
+def test_a_later_process_plays_the_shipped_agents_without_torch(tmp_path):
     """``solve --method pac-ml`` on the bundled example: the first process compiles the shipped
-    checkpoints it loads into the cache; the next plays them from there without importing
-    torch-geometric or stable-baselines3, and decides every job alike."""
+    checkpoints it loads into the cache and embeds the example's graphs; the next plays them
+    from there without importing torch, torch-geometric or stable-baselines3, and decides every
+    job alike."""
     script = ("import json, sys\n"
               "from pacopt.cluster.instance import load_instance\n"
               "from pacopt.solvers.api import solve\n"
               f"solution = solve(load_instance({str(EXAMPLES / 'bundled.json')!r}), 'pac-ml')\n"
               "print(json.dumps({'jobs': [[j.degree, j.blocks, j.start_ms] for j in solution.jobs],"
               " 'validated': solution.validated, 'imported': sorted(m for m in"
-              " ('torch_geometric', 'stable_baselines3', 'sb3_contrib') if m in sys.modules)}))\n")
+              " ('torch', 'torch_geometric', 'stable_baselines3', 'sb3_contrib')"
+              " if m in sys.modules)}))\n")
     env = {**os.environ, "PACOPT_CACHE_DIR": str(tmp_path / "cache")}
     runs = []
     for _ in range(2):

@@ -10,7 +10,8 @@ agent was trained for is played by the one chosen for it on the validation seeds
 (:data:`STAND_INS`). ``checkpoints/README.md`` says how each was trained, how it scored and
 how it was chosen. The agent plays deterministically: the most likely degree under the live
 mask, through each checkpoint's network compiled once into the cache
-(:mod:`pacopt.learned.player`: a later process plays it without importing torch-geometric).
+(:mod:`pacopt.learned.player`: a later process plays it without importing torch-geometric, and
+on graphs the cache has seen without importing torch).
 
 ``pac-ml`` is online: at each arrival it plays the fine-tune of the distribution the betas
 arrived so far look like (:class:`~pacopt.cluster.recognise.BetaRecogniser`), the general agent
@@ -25,7 +26,6 @@ import copy
 from functools import lru_cache
 from pathlib import Path
 
-import torch
 from gymnasium import spaces
 
 from pacopt.cluster.instance import Instance
@@ -153,8 +153,6 @@ class LearnedPolicy:
         self.player = self.players[None]
         self.name = self._name(self.checkpoint)  # the result records which checkpoint played
         self.played: dict[str, None] = {}  # the checkpoints that decided jobs this episode
-        # the network is tiny and sees one job at a time: extra torch threads only spin
-        torch.set_num_threads(1)
         self._observers: dict[tuple, Observer] = {}
         # per observer: the distributions whose fine-tunes do not play there
         self._left_to_general: dict[tuple, set[str]] = {}

@@ -224,17 +224,20 @@ class _Head(nn.Module):
         if self.spill:
             actions = torch.cat([actions, spill_features(actions)], 2)
         batch, num_actions = actions.shape[0], actions.shape[1]
-        if self.degree_encoder is not None:
-            if torch.jit.is_scripting():  # a scripted module cannot call the cached function
-                rows = _degree_rows(num_actions, actions.device)
-            else:
-                rows = degree_features(num_actions, actions.device)
-            table = self.degree_encoder(rows)
-        else:
-            table = self.degree_embedding.weight
-        degrees = table.unsqueeze(0).expand(batch, -1, -1)
+        degrees = self.degree_table(num_actions, actions.device).unsqueeze(0).expand(batch, -1, -1)
         joined = torch.cat([context.unsqueeze(1).expand(-1, num_actions, -1), actions, degrees], 2)
         return self.scorer(joined).squeeze(-1), context
+
+
+    def degree_table(self, num_actions: int, device: torch.device) -> torch.Tensor:
+        """The vectors of degrees 0..num_actions-1 (a table network: its whole table)."""
+        if self.degree_encoder is not None:
+            if torch.jit.is_scripting():  # a scripted module cannot call the cached function
+                rows = _degree_rows(num_actions, device)
+            else:
+                rows = degree_features(num_actions, device)
+            return self.degree_encoder(rows)
+        return self.degree_embedding.weight
 
 
 class _PlayNetwork(nn.Module):
@@ -250,6 +253,11 @@ class _PlayNetwork(nn.Module):
     def embed(self, node_x: torch.Tensor, edge_index: torch.Tensor, edge_x: torch.Tensor,
               sizes: torch.Tensor) -> torch.Tensor:
         return self.encoder(node_x, edge_index, edge_x, sizes)
+
+    @torch.jit.export
+    def degree_table(self, num_actions: int) -> torch.Tensor:
+        """The head's degree vectors (:meth:`_Head.degree_table`), for the numpy head."""
+        return self.head.degree_table(num_actions, torch.device("cpu"))
 
     def forward(self, embedding: torch.Tensor, globals_: torch.Tensor,
                 actions: torch.Tensor) -> torch.Tensor:

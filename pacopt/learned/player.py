@@ -1,18 +1,27 @@
-"""The agent's network as play needs it, and a checkpoint's network exported once so that play
-needs torch alone.
+"""The agent's network as play needs it: a checkpoint's network exported once, so that play
+needs neither torch-geometric nor, mostly, torch.
 
 Playing a checkpoint takes its observation shapes, whether it scores degrees by their
 features, and its degree logits for one observation (:class:`Player`). Loading the checkpoint
-itself takes stable-baselines3 and torch-geometric, and torch-geometric's import (with
-``torch._dynamo`` and its datasets) was most of ``pac-ml``'s start-up. So :func:`load_player`
-keeps each checkpoint's network compiled by TorchScript
-(:meth:`~pacopt.learned.gnn.DegreeScorer.play_module`) in the cache,
-``$PACOPT_CACHE_DIR/agents/<key>.pt`` (:func:`~pacopt.cluster.timing_cache.cache_dir`), keyed by
-the checkpoint's bytes, the network's source and the torch and torch-geometric versions, so an
-export never outlives what it was made from. A miss loads the checkpoint with every check
+itself takes stable-baselines3 and torch-geometric, whose import was most of ``pac-ml``'s
+start-up; importing torch alone is most of what remained. So :func:`load_player` keeps in the
+cache, ``$PACOPT_CACHE_DIR/agents/`` (:func:`~pacopt.cluster.timing_cache.cache_dir`), keyed by
+the checkpoint's bytes, the network's source and the torch and torch-geometric versions (so an
+export never outlives what it was made from):
+- ``<key>.pt``: the network compiled by TorchScript
+  (:meth:`~pacopt.learned.gnn.DegreeScorer.play_module`), which runs with torch alone;
+- ``<key>.npz``: the layers after the graph embedding (the head) as numpy arrays, which play
+  runs without torch (:class:`NumpyHead`);
+- ``<key>.graphs.npz``: the embedding of each job graph met so far, computed by the compiled
+  network.
+
+A later process playing graphs the cache has seen imports no torch at all. The numpy head's
+logits are torch's up to float32 rounding, far below :data:`TIE_MARGIN`; a decision whose two
+best allowed logits are closer than that, and any graph not yet embedded, is left to the
+compiled network, so play decides exactly as the compiled network does, and as the network
+in memory does. A miss loads the checkpoint with every check
 (:func:`~pacopt.learned.agent.load_checkpoint`), compiles its network and writes the export
-(where the cache can be written). A first run and a later one both play the compiled network,
-so they decide alike.
+(where the cache can be written).
 """
 
 from __future__ import annotations
@@ -26,73 +35,232 @@ from collections.abc import Callable
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from pacopt.cluster.timing_cache import cache_dir
 
-#: Bump when what an export holds changes (its module's methods, its extra file's keys).
-EXPORT_VERSION = 1
+if TYPE_CHECKING:
+    import torch
+
+#: Bump when what an export holds changes (its module's methods, its files' keys).
+EXPORT_VERSION = 2
 _EXTRA = "pacopt-player.json"
 #: Exports kept in the cache; the oldest go first (each code version makes its own).
 MAX_EXPORTS = 64
 #: The code an export was compiled from (features.py: the degree scale the network holds).
 _SOURCES = ("gnn.py", "features.py", "player.py")
+#: The numpy head decides alone when the two best allowed logits are further apart than this
+#: times the sum of their rounding scales (:meth:`NumpyHead.scored`). Its logits and torch's
+#: differ only in float32 rounding (other summation orders), by a small multiple of that scale
+#: times float32's precision (6e-8); a different choice needs a gap below twice the difference.
+#: This is many times the largest difference measured (``docs/experiments.md``), and
+#: ``tests/test_player.py`` holds the difference below a quarter of it.
+TIE_MARGIN = 2e-9
+#: Degrees whose rows the numpy head holds for a network scoring degrees by their features
+#: (0 = reject and 1..1024; a cluster allowing more is played by the compiled network).
+HEAD_DEGREES = 1025
+
+
+def torch_for_play():
+    """torch, imported on first need (play from the cache mostly needs none), with one
+    thread: the network is tiny and sees one job at a time, extra threads only spin."""
+    import torch
+
+    torch.set_num_threads(1)
+    return torch
 
 
 class Player:
     """An agent network as play sees it: ``shapes`` (its observation's shapes, key -> tuple),
     ``degree_features`` (whether it scores any number of degrees, or a table of
-    ``shapes["actions"][0]``), :meth:`logits` and :meth:`greedy`."""
+    ``shapes["actions"][0]``), :meth:`logits` (torch's) and :meth:`greedy`. ``head``: the
+    numpy head that decides most of an export's moves without torch (:class:`NumpyHead`)."""
 
     def __init__(self, shapes: dict[str, tuple[int, ...]], degree_features: bool,
-                 logits: Callable[[dict[str, np.ndarray]], torch.Tensor], network=None):
+                 logits: Callable[[dict[str, np.ndarray]], torch.Tensor], network=None,
+                 head: NumpyHead | None = None):
         self.shapes = shapes
         self.degree_features = degree_features
         self.logits = logits
         self.network = network  # the policy in memory it plays, if any
+        self.head = head
 
     @classmethod
     def of_policy(cls, policy) -> Player:
         """Play a :class:`~pacopt.learned.gnn.DegreePolicy` in memory (a student being
         trained: it sees every update of its weights)."""
+        torch_for_play()
         extractor = policy.features_extractor
         return cls(space_shapes(policy.observation_space), extractor.degree_features,
                    extractor.play_logits, network=policy)
 
     def greedy(self, obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
         """The allowed degree of largest logit (how the agent plays)."""
-        with torch.no_grad():
+        if self.head is not None:
+            degree = self.head.greedy(obs, mask)
+            if degree is not None:
+                return degree
+        with torch_for_play().no_grad():
             return masked_argmax(self.logits(obs), mask)
 
 
 def masked_argmax(logits: torch.Tensor, mask: np.ndarray) -> int:
     """The index of the largest of ``logits`` where ``mask`` allows."""
+    import torch
+
     allowed = torch.from_numpy(np.asarray(mask, dtype=bool))
     return int(torch.argmax(torch.where(allowed, logits, -torch.inf)))
 
 
-class _Compiled:
-    """The logits of a compiled network (:meth:`DegreeScorer.play_module`): each graph
-    embedded once (by its signature), then the head, as the network in memory plays."""
+class NumpyHead:
+    """An export's network after the graph embedding, in numpy: the context MLP on [graph
+    embedding, globals], then one shared MLP scoring each degree's row [context, its action
+    features (with the spill features, if the network has them), its degree vector]. The graph
+    embeddings come from the cache, or from the compiled network on first sight of a graph
+    (:class:`_Export`)."""
 
-    def __init__(self, module: torch.jit.ScriptModule):
-        self.module = module
-        self.embeddings: dict[tuple, torch.Tensor] = {}
+    def __init__(self, arrays: dict[str, np.ndarray], export: _Export):
+        self.context = _layers(arrays, "context")
+        self.scorer = _layers(arrays, "scorer")
+        self.degrees = arrays["degrees"]  # one vector per degree, 0 first
+        self.spill = bool(arrays["spill"])
+        self.export = export
 
-    @torch.inference_mode()  # never trained: lighter than no_grad (no version counters)
-    def __call__(self, obs: dict[str, np.ndarray]) -> torch.Tensor:
-        key = tuple(obs["graph_sig"].tolist())
-        embedding = self.embeddings.get(key)
+    def logits(self, obs: dict[str, np.ndarray]) -> np.ndarray | None:
+        """The degrees' logits, or None for more degrees than the head holds."""
+        scored = self.scored(obs)
+        return None if scored is None else scored[0]
+
+    def scored(self, obs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+        """The degrees' logits and the scale of their rounding (:func:`_forward`); None for
+        more degrees than the head holds."""
+        actions = obs["actions"]
+        n = len(actions)
+        if n > len(self.degrees):
+            return None
+        x = np.concatenate([self.export.embedding(obs), obs["globals"]])
+        context, scale = _forward(self.context, x, np.zeros_like(x))
+        if self.spill:
+            actions = np.concatenate([actions, _spill_features(actions)], 1)
+        degrees = self.degrees[:n]
+        rows = np.concatenate([np.broadcast_to(context, (n, len(context))), actions, degrees], 1)
+        scales = np.concatenate([np.broadcast_to(scale, (n, len(scale))),
+                                 np.zeros((n, actions.shape[1] + degrees.shape[1]),
+                                          dtype=np.float32)], 1)
+        logits, scale = _forward(self.scorer, rows, scales)
+        return logits[:, 0], scale[:, 0]
+
+    def greedy(self, obs: dict[str, np.ndarray], mask: np.ndarray) -> int | None:
+        """The allowed degree of largest logit, or None when the two best are closer than
+        :data:`TIE_MARGIN` times their rounding scale (or the head cannot score this
+        observation): the compiled network decides those."""
+        scored = self.scored(obs)
+        if scored is None:
+            return None
+        allowed = np.flatnonzero(mask)
+        logits, scale = scored[0][allowed], scored[1][allowed]
+        order = np.argsort(-logits, kind="stable")
+        if len(order) > 1:
+            best, second = order[0], order[1]
+            if logits[best] - logits[second] < TIE_MARGIN * (scale[best] + scale[second]):
+                return None
+        return int(allowed[order[0]])
+
+
+def _layers(arrays: dict[str, np.ndarray], name: str) -> list[tuple]:
+    """An MLP's (weight transposed, its absolute values, bias, its absolute values, ReLU
+    after) per linear layer, as :func:`_save_head` wrote them."""
+    out = []
+    while f"{name}.{len(out)}.weight" in arrays:
+        i = len(out)
+        weight, bias = arrays[f"{name}.{i}.weight"].T, arrays[f"{name}.{i}.bias"]
+        out.append((weight, np.abs(weight), bias, np.abs(bias),
+                    bool(arrays[f"{name}.{i}.relu"])))
+    return out
+
+
+def _forward(layers, x: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The MLP on ``x``, and the scale of its rounding: each layer adds the sizes of the terms
+    it sums (weights and inputs by their absolute values, and the bias), and carries the
+    scale it was given through its weights' absolute values (``scale``: the input's, zero
+    for inputs both sides hold exactly). Another summation order moves an output by at most
+    a small multiple of float32's precision times its scale."""
+    for weight, abs_weight, bias, abs_bias, relu in layers:
+        scale = (scale + np.abs(x)) @ abs_weight + abs_bias
+        x = x @ weight + bias
+        if relu:
+            x = np.maximum(x, 0.0)
+    return x, scale
+
+
+def _spill_features(actions: np.ndarray) -> np.ndarray:
+    """:func:`~pacopt.learned.gnn.spill_features` on one observation's action rows, in numpy
+    (a test holds the two equal)."""
+    live, empty = actions[:, 6], actions[:, 3]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        excess = np.where(empty > 0, (live - empty) / np.maximum(empty, np.float32(1e-9)),
+                          np.float32(0.0))
+    excess = np.maximum(excess, np.float32(0.0))
+    return np.stack([(excess > 1e-6).astype(np.float32), np.minimum(excess, np.float32(1.0))],
+                    -1)
+
+
+class _Export:
+    """A checkpoint's export in the cache: the graph embeddings (in memory by signature, on disk
+    by the graph arrays' digest) and the compiled network, loaded on first need (``remake``
+    compiles it again from the checkpoint). Called, the compiled network's logits (as
+    :class:`Player` plays without a numpy head)."""
+
+    def __init__(self, file: Path, remake: Callable[[], Any], module=None):
+        self.file, self._remake = file, remake
+        self._module = module
+        self.embeddings: dict[tuple, np.ndarray] = {}
+        self._stored = _read_arrays(_graphs_file(file)) or {}
+
+    @property
+    def module(self):
+        if self._module is None:
+            torch = torch_for_play()
+            try:
+                self._module = _quietly(torch.jit.load, str(self.file), map_location="cpu")
+            except (RuntimeError, OSError, AttributeError):  # gone or damaged since: made again
+                self._module = self._remake()
+        return self._module
+
+    def embedding(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        """The graph's embedding (float32): remembered by signature, else from the cache by
+        the graph arrays' digest, else computed by the compiled network and kept."""
+        sig = tuple(obs["graph_sig"].tolist())
+        embedding = self.embeddings.get(sig)
         if embedding is None:
-            sig = torch.from_numpy(obs["graph_sig"][None])
-            embedding = self.embeddings[key] = self.module.embed(
-                torch.from_numpy(obs["node_x"][None]), torch.from_numpy(obs["edge_index"][None]),
-                torch.from_numpy(obs["edge_x"][None]), sig[:, 2:])[0]
-        return self.module(embedding.unsqueeze(0), torch.from_numpy(obs["globals"][None]),
-                           torch.from_numpy(obs["actions"][None]))[0, :len(obs["actions"])]
+            digest = hashlib.sha256()
+            for name in ("node_x", "edge_index", "edge_x", "graph_sig"):
+                array = np.ascontiguousarray(obs[name])
+                digest.update(f"{name}{array.dtype}{array.shape}".encode())
+                digest.update(array.tobytes())
+            name = digest.hexdigest()
+            embedding = self._stored.get(name)
+            if embedding is None:
+                torch = torch_for_play()
+                with torch.inference_mode():
+                    embedding = self.module.embed(
+                        torch.from_numpy(obs["node_x"][None]),
+                        torch.from_numpy(obs["edge_index"][None]),
+                        torch.from_numpy(obs["edge_x"][None]),
+                        torch.from_numpy(obs["graph_sig"][None])[:, 2:])[0].numpy()
+                self._stored[name] = embedding
+                _write_arrays(_graphs_file(self.file), self._stored)
+            self.embeddings[sig] = embedding
+        return embedding
+
+    def __call__(self, obs: dict[str, np.ndarray]) -> torch.Tensor:
+        torch = torch_for_play()
+        with torch.inference_mode():  # never trained: lighter than no_grad
+            embedding = torch.from_numpy(self.embedding(obs))
+            return self.module(embedding.unsqueeze(0), torch.from_numpy(obs["globals"][None]),
+                               torch.from_numpy(obs["actions"][None]))[0, :len(obs["actions"])]
 
 
 @lru_cache(maxsize=8)
@@ -107,25 +275,113 @@ def load_player(path: str, load: Callable[[str], Any]) -> Player:
 
     check_agent_checkpoint(path)  # the file as it is now: a missing or damaged one fails here
     file = cache_dir() / "agents" / f"{_key(path)}.pt"
+    remake = lambda: _export(path, load, file)[1]  # the export gone or damaged while playing
+    arrays = _read_arrays(file.with_suffix(".npz")) if file.is_file() else None
+    if arrays is not None:
+        try:  # the head written with this very module, and the module whole
+            if str(arrays["module"]) == _digest(file):
+                return _player(json.loads(str(arrays["info"])), _Export(file, remake), arrays)
+        except (KeyError, ValueError, TypeError, OSError):
+            pass  # made again below
     if file.is_file():
         try:
+            torch = torch_for_play()
             extra = {_EXTRA: ""}
-            module = _quietly(torch.jit.load, str(file), map_location="cpu", _extra_files=extra)
+            module = _quietly(torch.jit.load, str(file), map_location="cpu",
+                              _extra_files=extra)
             info = json.loads(extra[_EXTRA])
-            shapes = {k: tuple(v) for k, v in info["shapes"].items()}
-            return Player(shapes, bool(info["degree_features"]), _Compiled(module))
+            return _player(info, _Export(file, remake, module), _save_head(module, file, info))
         except (RuntimeError, OSError, ValueError, KeyError, TypeError, AttributeError):
             pass  # made again below (AttributeError: a torch without TorchScript)
+    info, module, arrays = _export(path, load, file)
+    if module is None:  # a torch without TorchScript: play the network in memory
+        return Player.of_policy(info)
+    return _player(info, _Export(file, remake, module), arrays)
+
+
+def _export(path: str, load: Callable[[str], Any], file: Path):
+    """Load the checkpoint, compile its network and write the export: ``(info, module, head
+    arrays)``, or ``(the policy, None, None)`` where torch has no TorchScript."""
     policy = load(path)
     try:
         module = _quietly(policy.features_extractor.play_module)
-    except (AttributeError, RuntimeError):  # a torch without TorchScript: play it in memory
-        return Player.of_policy(policy)
-    shapes = space_shapes(policy.observation_space)
-    degree_features = policy.features_extractor.degree_features
-    _save(module, file, {"shapes": shapes, "degree_features": degree_features,
-                         "checkpoint": path})
-    return Player(shapes, degree_features, _Compiled(module))
+    except (AttributeError, RuntimeError):
+        return policy, None, None
+    info = {"shapes": space_shapes(policy.observation_space),
+            "degree_features": policy.features_extractor.degree_features, "checkpoint": path}
+    _save(module, file, info)
+    return info, module, _save_head(module, file, info)
+
+
+def _digest(file: Path) -> str:
+    return hashlib.sha256(file.read_bytes()).hexdigest()
+
+
+def _player(info: dict, export: _Export, arrays: dict[str, np.ndarray] | None) -> Player:
+    shapes = {k: tuple(v) for k, v in info["shapes"].items()}
+    head = None if arrays is None else NumpyHead(arrays, export)
+    return Player(shapes, bool(info["degree_features"]), export, head=head)
+
+
+def _save_head(module, file: Path, info: dict) -> dict[str, np.ndarray] | None:
+    """The compiled network's head as numpy arrays (:class:`NumpyHead`), written next to its
+    export; None for a head of other layers (the compiled network then plays every move)."""
+    torch = torch_for_play()
+    head = module.head
+    arrays: dict[str, np.ndarray] = {"info": np.array(json.dumps(info)),
+                                     "spill": np.array(bool(head.spill))}
+    try:
+        arrays["module"] = np.array(_digest(file))  # the export it was made with
+    except OSError:  # not written (a read-only cache): the head plays in this process only
+        arrays["module"] = np.array("")
+    try:
+        for name in ("context", "scorer"):
+            layers = list(getattr(head, name).children())
+            kinds = [layer.original_name for layer in layers]
+            linear = [i for i, kind in enumerate(kinds) if kind == "Linear"]
+            if set(kinds) - {"Linear", "ReLU"} or kinds[0] != "Linear":
+                return None
+            for j, i in enumerate(linear):
+                arrays[f"{name}.{j}.weight"] = layers[i].weight.detach().numpy().copy()
+                arrays[f"{name}.{j}.bias"] = layers[i].bias.detach().numpy().copy()
+                arrays[f"{name}.{j}.relu"] = np.array(i + 1 < len(kinds)
+                                                      and kinds[i + 1] == "ReLU")
+        with torch.inference_mode():
+            arrays["degrees"] = module.degree_table(HEAD_DEGREES).numpy().copy()
+    except (AttributeError, RuntimeError):
+        return None
+    _write_arrays(file.with_suffix(".npz"), arrays)
+    return arrays
+
+
+def _graphs_file(file: Path) -> Path:
+    return file.with_suffix(".graphs.npz")
+
+
+def _read_arrays(file: Path) -> dict[str, np.ndarray] | None:
+    """The arrays of an ``.npz`` in the cache, or None when missing or unreadable."""
+    try:
+        with np.load(file, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    except (OSError, ValueError, EOFError, KeyError):
+        return None
+
+
+def _write_arrays(file: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write ``arrays`` whole or not at all (another process may be reading the cache); a cache
+    that cannot be written is left alone."""
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                np.savez(out, **arrays)
+            os.replace(tmp, file)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+    except OSError:
+        pass
 
 
 def _quietly(call: Callable, *args, **kwargs):
@@ -153,7 +409,7 @@ def _key(path: str) -> str:
     here = Path(__file__).resolve().parent
     for source in _SOURCES:
         digest.update((here / source).read_bytes())
-    versions = [str(EXPORT_VERSION), torch.__version__, _version("torch_geometric")]
+    versions = [str(EXPORT_VERSION), _version("torch"), _version("torch_geometric")]
     digest.update("\0".join(versions).encode())
     return digest.hexdigest()
 
@@ -167,7 +423,8 @@ def _version(package: str) -> str:
 
 def _save(module: torch.jit.ScriptModule, file: Path, info: dict) -> None:
     """Write the export whole or not at all (another process may be reading the cache), and
-    leave at most :data:`MAX_EXPORTS` in the cache."""
+    leave at most :data:`MAX_EXPORTS` in the cache (each with its numpy files)."""
+    torch = torch_for_play()
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
@@ -180,6 +437,7 @@ def _save(module: torch.jit.ScriptModule, file: Path, info: dict) -> None:
                 os.remove(tmp)
         exports = sorted(file.parent.glob("*.pt"), key=lambda f: f.stat().st_mtime)
         for old in exports[:-MAX_EXPORTS]:
-            old.unlink(missing_ok=True)
+            for each in (old, old.with_suffix(".npz"), _graphs_file(old)):
+                each.unlink(missing_ok=True)
     except (OSError, RuntimeError):
         pass  # a read-only cache: this run plays the compiled module all the same
