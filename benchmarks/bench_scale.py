@@ -10,7 +10,7 @@ offered load per server.
 Each run is its own process (``s``: the whole ``solve``, validation included; ``start``: of
 it, the start-up paid once per process, imports and checkpoints, measured as
 :func:`~pacopt.solvers.api.check_run` before the run; peak RSS is the process's
-``ru_maxrss``; tables and the timing cache warm from a first run in a fresh cache folder, so
+``ru_maxrss`` plus its children's, the validator's helper (:mod:`pacopt.solvers.presimulate`); tables and the timing cache warm from a first run in a fresh cache folder, so
 the times are of a warm cache, as a user running a study sees them). Online methods play
 ``--jobs`` arrivals (2001); ``bound`` and ``cpsat`` (``--time-limit`` s, 2 threads) play
 ``--exact-jobs`` (300). Printed: time, peak
@@ -78,7 +78,8 @@ def run_one(spec: dict) -> dict:
     solution = solve(inst, spec["method"], seed=0, placement=spec["placer"],
                      time_limit=spec.get("time_limit"), threads=2)
     row = {**spec, "seconds": time.perf_counter() - started, "startup_s": ready - started,
-           "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "rss_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                      + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024,
            "blocking": solution.blocking_rate, "accepted": solution.accepted,
            "bound": solution.bound_accepted, "status": solution.status,
            "validated": solution.validated, "stopped": solution.metrics.get("stopped")}

@@ -263,9 +263,9 @@ def test_ctrl_c_while_validating_keeps_the_result(monkeypatch):
 
     real = api.validate
 
-    def validate_under_ctrl_c(inst, solution):
+    def validate_under_ctrl_c(inst, solution, **options):
         request_stop()
-        return real(inst, solution)
+        return real(inst, solution, **options)
 
     monkeypatch.setattr(api, "validate", validate_under_ctrl_c)
     solution = solve(instance((4, 4, 2), [("cnn", 100.0 * i, 0.8) for i in range(20)]),

@@ -510,6 +510,20 @@ class JctModel:
                 self._append(graph, key, store[key])
         return store[key]
 
+    def step_timings(self) -> dict[str, dict[str, StepTiming]]:
+        """The step timings known so far (simulated, or read from the disk), by graph
+        fingerprint and placement key: what :meth:`add_step_timings` takes."""
+        return {ident: dict(store) for ident, store in self._timings.items()}
+
+    def add_step_timings(self, timings: dict[str, dict[str, StepTiming]]) -> None:
+        """Take ``timings`` (:meth:`step_timings` of a model of this cluster and these settings)
+        as known. Only for a model that keeps its timings in memory: a persisting one reads its
+        graphs' files on first use, which this would skip."""
+        if self.persist:
+            raise ValueError("only a model without the on-disk cache takes others' timings")
+        for ident, store in timings.items():
+            self._timings.setdefault(ident, {}).update(store)
+
     def _file(self, graph: JobGraph) -> TimingFile:
         """The checked on-disk timings of ``graph`` under this cluster and these settings
         (:mod:`pacopt.cluster.timing_cache`: provenance and checksum on every line)."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import heapq
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -173,14 +174,16 @@ class OnlineEpisode:
 
 
 def simulate(instance: Instance, policy: Policy, *, seed: int | None = None,
-             model: JctModel | None = None, progress: bool = False) -> Solution:
+             model: JctModel | None = None, progress: bool = False,
+             on_record: Callable[[JobRecord], None] | None = None) -> Solution:
     """Run ``policy`` online over ``instance`` and return its (unvalidated) solution.
 
     ``model`` lets callers share one :class:`JctModel` (and its caches) across episodes. Once a
     stop is requested (Ctrl-C; :mod:`pacopt.infra.interrupt`) every job still to come is
     rejected: the jobs decided so far stand, and the episode ends at once, complete and valid.
     A policy with a ``result_metrics()`` method adds what it returns to the solution's metrics
-    (``pac-ml``: the checkpoints it played and their metadata).
+    (``pac-ml``: the checkpoints it played and their metadata). ``on_record`` is called with
+    each decided job's record (the validator's helper reads the placements as they come).
     """
     started = time.perf_counter()
     episode = OnlineEpisode(instance, model, progress)
@@ -195,7 +198,9 @@ def simulate(instance: Instance, policy: Policy, *, seed: int | None = None,
                 if not stop_requested():
                     raise
                 choice = 0
-            episode.decide(choice if isinstance(choice, Placed) else int(choice))
+            record = episode.decide(choice if isinstance(choice, Placed) else int(choice))
+            if on_record is not None:
+                on_record(record)
             bar.update(len(episode.records) - (0 if episode.done else 1) - bar.n)
     solution = episode.solution(policy.name, seed)
     extra = getattr(policy, "result_metrics", None)  # a policy's own record (docstring)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from pacopt.cluster.timing_cache import cache_dir
 from pacopt.infra.collector import fewer_collections
 from pacopt.infra.errors import InputError, warn
 from pacopt.infra.interrupt import stop_requested, stoppable
+from pacopt.solvers.presimulate import start_beside
 from pacopt.solvers.registry import (
     DEFAULT_METHOD,
     METHODS,
@@ -123,11 +125,17 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
     entry = method_entry(method)
     # a Ctrl-C after the method has finished, while its solution is validated, keeps it (and
     # marks it interrupted, so that the command exits 130)
-    with stoppable():
+    with stoppable(), ExitStack() as helper:
+        steps = None
         if entry.online:
+            beside = start_beside(instance)
+            if beside is not None:
+                helper.enter_context(beside)
             with fewer_collections():  # not for exact methods: their peak memory grew with it
                 solution = simulate(instance, policy, seed=seed, model=model,
-                                    progress=progress)
+                                    progress=progress,
+                                    on_record=None if beside is None else beside.note)
+            steps = None if beside is None else beside.timings()
         else:
             solution = entry.load()(instance, method, model, time_limit=time_limit,
                                     threads=threads, seed=seed, progress=progress)
@@ -136,7 +144,8 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
         solution.seed = seed
         try:
             with fewer_collections():
-                validate(instance, solution)  # its own timings, never the solver's cache
+                # its own timings, never the solver's cache (some simulated by its helper)
+                validate(instance, solution, steps=steps)
         except ValidationError as err:
             solution.status = "error"
             solution.metrics["validation_problems"] = err.problems

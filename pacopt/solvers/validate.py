@@ -8,7 +8,8 @@ the blocking reasons and the summary numbers.
 
 The re-timing is its own: the validator's JCT model (:func:`independent_model`) never reads the
 on-disk timing cache nor the solver's in-memory one, so a poisoned cache can mislead a method
-but never make its solution pass.
+but never make its solution pass. On a large cluster part of it may run beside an online
+episode, in a helper process with a model of its own (:mod:`pacopt.solvers.presimulate`).
 """
 
 from __future__ import annotations
@@ -44,12 +45,16 @@ def independent_model(cluster, settings) -> JctModel:
     return JctModel(cluster, settings, persist=False)
 
 
-def find_problems(instance: Instance, solution: Solution, model: JctModel | None = None) -> list[str]:
+def find_problems(instance: Instance, solution: Solution, model: JctModel | None = None,
+                  steps: dict | None = None) -> list[str]:
     """Every way ``solution`` violates ``instance``; empty when it is feasible and consistent.
 
     ``model`` is accepted for compatibility and not used for timing: the JCTs are re-simulated
-    by :func:`independent_model` (module doc)."""
+    by :func:`independent_model` (module doc). ``steps``: step timings the validator's helper
+    simulated already (:class:`~pacopt.solvers.presimulate.Presimulation`), taken as its own."""
     model = independent_model(instance.cluster, instance.model)
+    if steps:
+        model.add_step_timings(steps)
     problems: list[str] = []
     if solution.preset != instance.model.preset:
         problems.append(f"solution preset '{solution.preset}' is not the instance's "
@@ -150,7 +155,8 @@ def _check_job(instance: Instance, model: JctModel, record: JobRecord, job, busy
         out.append(f"{where}: must start at its arrival {job.arrival_ms} (got {record.start_ms})")
         return out
     try:
-        placement, counts = _placement(instance, model, graph, record)
+        placement, counts = rebuild_placement(instance, model, graph, record.degree,
+                                              record.blocks)
     except InputError as err:
         return out + [f"{where}: {err}"]
     names = sorted(instance.cluster.server_name(s) for s in placement.workers())
@@ -178,24 +184,25 @@ def _check_job(instance: Instance, model: JctModel, record: JobRecord, job, busy
     return out
 
 
-def _placement(instance: Instance, model: JctModel, graph,
-               record: JobRecord) -> tuple[Placement, tuple[int, ...]]:
-    """Rebuild a record's placement from its block labels; the split counts come from its
-    degree through the partitioning rule (the validator's own model's, under the instance's
-    settings)."""
-    if not 1 <= record.degree <= instance.model.max_partitions_per_op:
-        raise InputError(f"degree {record.degree} outside 1..{instance.model.max_partitions_per_op}")
-    counts = model.counts(graph, record.degree)
-    if len(record.blocks) != graph.num_ops:
-        raise InputError(f"{len(record.blocks)} blocks for {graph.num_ops} ops")
-    blocks = tuple(instance.cluster.block_from_label(label, m)
-                   for label, m in zip(record.blocks, counts))
-    return Placement(blocks), counts
+def rebuild_placement(instance: Instance, model: JctModel, graph, degree: int,
+                      blocks: list[str]) -> tuple[Placement, tuple[int, ...]]:
+    """Rebuild a record's placement from its degree and block labels; the split counts come
+    from the degree through the partitioning rule (``model``'s, the validator's own, under the
+    instance's settings). Anything malformed is an :class:`InputError`."""
+    if not 1 <= degree <= instance.model.max_partitions_per_op:
+        raise InputError(f"degree {degree} outside 1..{instance.model.max_partitions_per_op}")
+    counts = model.counts(graph, degree)
+    if len(blocks) != graph.num_ops:
+        raise InputError(f"{len(blocks)} blocks for {graph.num_ops} ops")
+    placed = tuple(instance.cluster.block_from_label(label, m) for label, m in zip(blocks, counts))
+    return Placement(placed), counts
 
 
-def validate(instance: Instance, solution: Solution, model: JctModel | None = None) -> Solution:
-    """Mark ``solution`` validated, or raise :class:`ValidationError` listing every problem."""
-    problems = find_problems(instance, solution, model)
+def validate(instance: Instance, solution: Solution, model: JctModel | None = None,
+             steps: dict | None = None) -> Solution:
+    """Mark ``solution`` validated, or raise :class:`ValidationError` listing every problem
+    (``steps``: as :func:`find_problems`)."""
+    problems = find_problems(instance, solution, model, steps)
     if problems:
         solution.validated = False
         raise ValidationError(problems)

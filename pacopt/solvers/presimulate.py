@@ -1,0 +1,183 @@
+"""The validator's step simulations, begun in a helper process while an online episode runs.
+
+Under the ``physical`` preset the validator re-simulates one training step per placement class
+of the solution (:mod:`pacopt.solvers.validate`); on a large cluster these simulations are
+much of a run, and they wait until the episode is over. :class:`Presimulation` starts a helper
+process beside the episode, sends it each placement as the episode records it, and has it
+simulate the step of every new class with the validator's own model (a
+:class:`~pacopt.cluster.jct.JctModel` of its own, without the on-disk cache, on the placement
+rebuilt from the record's labels by :func:`~pacopt.solvers.validate.rebuild_placement`). When
+the episode ends, the validator takes the helper's timings as its own and simulates only the
+classes the helper did not reach. So the re-timing is as independent as before: the helper
+sees the records, as the validator does, and never the method's caches.
+
+It is used (:func:`worth_starting`) for ``physical`` episodes on clusters of
+:data:`MIN_SERVERS` servers or more, from a program's main process with two cores or more and
+without Ray loaded: a study's workers (pool processes or Ray tasks) already use every core.
+Anything that goes wrong with the helper (it cannot start, dies, or Ctrl-C stops the wait)
+only leaves the validator to simulate those classes itself. The helper's memory is its own
+process's, beside the solver's (``bench_scale.py`` reports both).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import select
+import signal
+import subprocess
+import sys
+import threading
+from typing import Self
+
+from pacopt.cluster.instance import Instance
+from pacopt.cluster.jct import JctModel, StepTiming
+from pacopt.cluster.solution import JobRecord
+from pacopt.infra.concurrency import available_cores
+from pacopt.infra.errors import InputError
+from pacopt.infra.interrupt import stop_requested
+
+#: The smallest cluster on which a ``physical`` episode gets the helper: below it the
+#: validator's simulations are few and short.
+MIN_SERVERS = 256
+#: Placements sent to the helper at a time (one message each costs more than the placement).
+BATCH = 32
+
+
+def worth_starting(instance: Instance) -> bool:
+    """Whether an online episode of ``instance`` gets a :class:`Presimulation` (module doc)."""
+    import multiprocessing
+
+    return (instance.model.preset == "physical"
+            and instance.cluster.num_servers >= MIN_SERVERS
+            and multiprocessing.parent_process() is None and "ray" not in sys.modules
+            and available_cores() >= 2)
+
+
+def start_beside(instance: Instance) -> Presimulation | None:
+    """A :class:`Presimulation` for an online episode of ``instance`` where it is worth
+    starting, or None (also when the helper cannot be started: the validator simulates
+    alone)."""
+    if not worth_starting(instance):
+        return None
+    try:
+        return Presimulation(instance)
+    except OSError:
+        return None
+
+
+class Presimulation:
+    """A helper process simulating the validator's steps for the placements :meth:`note`
+    sends it; :meth:`timings` ends it and returns what it simulated; :meth:`close` stops it
+    in any case. Use it as a context manager.
+
+    The helper is a fresh interpreter running this module (``python -m``), not a
+    multiprocessing child: those import the caller's main script again, and a script without
+    a main guard would run twice. Messages are pickles on its standard input, written by a
+    thread here, so the episode never waits for the helper to read; the timings come back
+    as one pickle on its standard output."""
+
+    def __init__(self, instance: Instance):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, env=env, start_new_session=True)  # no terminal Ctrl-C
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._broken = False
+        self._writer = threading.Thread(target=self._write, daemon=True,
+                                        name="pacopt-validation-writer")
+        self._writer.start()
+        self._queue.put(instance)
+        self._sent: set[tuple] = set()
+        self._batch: list[tuple] = []
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def note(self, record: JobRecord) -> None:
+        """Send the placement of a job that runs (its degree and block labels), once."""
+        if not record.blocks or self._broken:
+            return
+        key = (record.graph, record.degree, tuple(record.blocks))
+        if key in self._sent:
+            return
+        self._sent.add(key)
+        self._batch.append(key)
+        if len(self._batch) >= BATCH:
+            self._queue.put(self._batch)
+            self._batch = []
+
+    def timings(self) -> dict[str, dict[str, StepTiming]]:
+        """The step timings the helper simulated (:meth:`JctModel.step_timings`), once it has
+        simulated every placement sent; empty if it failed or a stop was requested."""
+        self._queue.put(self._batch)
+        self._batch = []
+        self._queue.put(None)
+        out = self._process.stdout
+        try:
+            while not self._broken and not stop_requested():
+                if select.select([out], [], [], 0.05)[0]:
+                    return pickle.load(out)  # written at once, once it begins
+                if self._process.poll() is not None:
+                    break
+        except (EOFError, OSError, pickle.UnpicklingError):
+            pass
+        return {}
+
+    def close(self) -> None:
+        """Stop the helper (at once: its work is only ever a head start)."""
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.wait()
+        self._queue.put(None)  # the writer's last message, if it still waits for one
+        for pipe in (self._process.stdin, self._process.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+    def _write(self) -> None:
+        """The writer thread: each queued message to the helper, until None."""
+        pipe = self._process.stdin
+        while True:
+            message = self._queue.get()
+            try:
+                pickle.dump(message, pipe, protocol=pickle.HIGHEST_PROTOCOL)
+                pipe.flush()
+            except (OSError, ValueError):  # the helper is gone: the validator simulates alone
+                self._broken = True
+                return
+            if message is None:
+                return
+
+
+def _serve() -> None:
+    """The helper: read the instance, then simulate each new placement class sent, until
+    None; then write the timings. A record the validator will reject (a bad label, an unknown
+    graph) is skipped: the validator reports it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent answers Ctrl-C and ends this
+    from pacopt.solvers.validate import rebuild_placement
+
+    source = sys.stdin.buffer
+    instance: Instance = pickle.load(source)
+    model = JctModel(instance.cluster, instance.model, persist=False)
+    while (batch := pickle.load(source)) is not None:
+        for name, degree, blocks in batch:
+            graph = instance.graphs.get(name)
+            if graph is None:
+                continue
+            try:
+                placement, counts = rebuild_placement(instance, model, graph, degree, blocks)
+            except InputError:
+                continue
+            model.timing(graph, counts, placement)
+    pickle.dump(model.step_timings(), sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    sys.stdout.buffer.flush()
+
+
+if __name__ == "__main__":
+    _serve()
