@@ -1,22 +1,24 @@
 """The validator's step simulations, begun in a helper process while an online episode runs.
 
-Under the ``physical`` preset the validator re-simulates one training step per placement class
-of the solution (:mod:`pacopt.solvers.validate`); on a large cluster these simulations are
-much of a run, and they wait until the episode is over. :class:`Presimulation` starts a helper
-process beside the episode, sends it each placement as the episode records it, and has it
-simulate the step of every new class with the validator's own model (a
-:class:`~pacopt.cluster.jct.JctModel` of its own, without the on-disk cache, on the placement
-rebuilt from the record's labels by :func:`~pacopt.solvers.validate.rebuild_placement`). When
-the episode ends, the validator takes the helper's timings as its own and simulates only the
-classes the helper did not reach. So the re-timing is as independent as before: the helper
-sees the records, as the validator does, and never the method's caches.
+The validator re-simulates one training step per placement class of the solution
+(:mod:`pacopt.solvers.validate`); on a large cluster these simulations are much of a run, and
+they wait until the episode is over. :class:`Presimulation` starts a helper process beside the
+episode, sends it each placement as the episode records it, and has it simulate the step of
+every new class with the validator's own model (a :class:`~pacopt.cluster.jct.JctModel` of its
+own, without the on-disk cache, on the placement rebuilt from the record's labels by
+:func:`~pacopt.solvers.validate.rebuild_placement`). When the episode ends, the helper stops at
+once; the validator takes its timings as its own and simulates only the classes the helper
+did not reach, rather than wait for it. So the re-timing is as independent as before: the
+helper sees the records, as the validator does, and never the method's caches.
 
-It is used (:func:`worth_starting`) for ``physical`` episodes on clusters of
-:data:`MIN_SERVERS` servers or more, from a program's main process with two cores or more and
-without Ray loaded: a study's workers (pool processes or Ray tasks) already use every core.
-Anything that goes wrong with the helper (it cannot start, dies, or Ctrl-C stops the wait)
-only leaves the validator to simulate those classes itself. The helper's memory is its own
-process's, beside the solver's (``bench_scale.py`` reports both).
+It is used (:func:`worth_starting`) for episodes on clusters of :data:`MIN_SERVERS` servers or
+more (under ``physical`` one simulation per placement class, under ``ddls`` one per graph and
+degree: both many, and long, at that size), from a program's main process with two cores or
+more and without Ray loaded: a study's workers (pool processes or Ray tasks) already use every
+core. Anything that goes wrong with the helper (it cannot start, dies, is not ready when the
+episode ends, or Ctrl-C stops the wait) only leaves the validator to simulate those classes
+itself. The helper's memory is its own process's, beside the solver's (``bench_scale.py``
+reports both).
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ from pacopt.infra.concurrency import available_cores
 from pacopt.infra.errors import InputError
 from pacopt.infra.interrupt import stop_requested
 
-#: The smallest cluster on which a ``physical`` episode gets the helper: below it the
-#: validator's simulations are few and short.
+#: The smallest cluster on which an episode gets the helper: below it the validator's
+#: simulations are few and short.
 MIN_SERVERS = 256
 #: Placements sent to the helper at a time (one message each costs more than the placement).
 BATCH = 32
@@ -49,8 +51,7 @@ def worth_starting(instance: Instance) -> bool:
     """Whether an online episode of ``instance`` gets a :class:`Presimulation` (module doc)."""
     import multiprocessing
 
-    return (instance.model.preset == "physical"
-            and instance.cluster.num_servers >= MIN_SERVERS
+    return (instance.cluster.num_servers >= MIN_SERVERS
             and multiprocessing.parent_process() is None and "ray" not in sys.modules
             and available_cores() >= 2)
 
@@ -112,14 +113,18 @@ class Presimulation:
             self._batch = []
 
     def timings(self) -> dict[str, dict[str, StepTiming]]:
-        """The step timings the helper simulated (:meth:`JctModel.step_timings`), once it has
-        simulated every placement sent; empty if it failed or a stop was requested."""
-        self._queue.put(self._batch)
-        self._batch = []
+        """The step timings the helper has simulated so far (:meth:`JctModel.step_timings`):
+        it is told to stop at once (SIGUSR1: the episode is over, and the validator simulates
+        whatever is left rather than wait), and answers within one simulation. Empty if it
+        failed, was not ready yet, or a stop was requested."""
         self._queue.put(None)
+        try:
+            self._process.send_signal(signal.SIGUSR1)
+        except OSError:
+            return {}
         out = self._process.stdout
         try:
-            while not self._broken and not stop_requested():
+            while not stop_requested():
                 if select.select([out], [], [], 0.05)[0]:
                     return pickle.load(out)  # written at once, once it begins
                 if self._process.poll() is not None:
@@ -155,26 +160,41 @@ class Presimulation:
                 return
 
 
+class _Finish(Exception):
+    """Raised in the helper by SIGUSR1: stop and write what is simulated."""
+
+
+def _finish(signum, frame) -> None:
+    raise _Finish
+
+
 def _serve() -> None:
     """The helper: read the instance, then simulate each new placement class sent, until
-    None; then write the timings. A record the validator will reject (a bad label, an unknown
-    graph) is skipped: the validator reports it."""
+    None or SIGUSR1; then write the timings. A record the validator will reject (a bad label,
+    an unknown graph) is skipped: the validator reports it. Before the handler is installed,
+    SIGUSR1 ends the process, and the validator simulates alone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent answers Ctrl-C and ends this
     from pacopt.solvers.validate import rebuild_placement
 
     source = sys.stdin.buffer
     instance: Instance = pickle.load(source)
     model = JctModel(instance.cluster, instance.model, persist=False)
-    while (batch := pickle.load(source)) is not None:
-        for name, degree, blocks in batch:
-            graph = instance.graphs.get(name)
-            if graph is None:
-                continue
-            try:
-                placement, counts = rebuild_placement(instance, model, graph, degree, blocks)
-            except InputError:
-                continue
-            model.timing(graph, counts, placement)
+    signal.signal(signal.SIGUSR1, _finish)
+    try:
+        while (batch := pickle.load(source)) is not None:
+            for name, degree, blocks in batch:
+                graph = instance.graphs.get(name)
+                if graph is None:
+                    continue
+                try:
+                    placement, counts = rebuild_placement(instance, model, graph, degree,
+                                                          blocks)
+                except InputError:
+                    continue
+                model.timing(graph, counts, placement)  # stored only once simulated whole
+    except (_Finish, EOFError):
+        pass
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     pickle.dump(model.step_timings(), sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
     sys.stdout.buffer.flush()
 
