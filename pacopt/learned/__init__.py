@@ -11,7 +11,8 @@
 - :mod:`~pacopt.learned.agent`: the trained agent as a pacopt ``Policy`` (``--method pac-ml``)
   and the shipped checkpoints;
 - :mod:`~pacopt.learned.player`: a checkpoint's network as play needs it, compiled by
-  TorchScript once into the cache so that play needs torch alone;
+  TorchScript once into the cache with its head in numpy, so that play needs torch alone, and
+  on graphs the cache has embedded not even torch;
 - :mod:`~pacopt.learned.checkpoint_meta`: what each checkpoint says about itself
   (``pacopt.json``: format, code version, recipe, settings, ...) and the format check on load;
 - :mod:`~pacopt.learned.recipes`: the named recipes of ``pacopt train --recipe``.

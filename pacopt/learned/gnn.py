@@ -166,7 +166,7 @@ class DegreeScorer(BaseFeaturesExtractor):
     def play_module(self) -> torch.jit.ScriptModule:
         """This network's play compiled by TorchScript: ``embed(node_x, edge_index, edge_x,
         sizes)`` a batch of graphs, then ``forward(embedding, globals, actions)`` the degrees'
-        logits. It runs with torch alone, so :mod:`pacopt.learned.player` saves it and play
+        logits (and ``degree_table(num_actions)``, the degree vectors the numpy head holds). It runs with torch alone, so :mod:`pacopt.learned.player` saves it and play
         needs no torch-geometric; it holds these modules, not copies."""
         return torch.jit.script(_PlayNetwork(self))
 
