@@ -17,7 +17,13 @@ from pacopt.learned.agent import load_checkpoint
 from pacopt.learned.checkpoint_meta import set_metadata
 from pacopt.learned.env import PartitionEnv, WorkloadFamily
 from pacopt.learned.gnn import DegreePolicy, greedy_degree, spill_features
-from pacopt.learned.player import TIE_MARGIN, _key, _quietly, _spill_features, load_player
+from pacopt.learned.player import (
+    TIE_MARGIN,
+    _key,
+    _quietly,
+    _spill_features,
+    load_player,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

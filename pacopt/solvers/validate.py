@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from functools import lru_cache
+from itertools import pairwise
 
 from pacopt.cluster.instance import Instance
 from pacopt.cluster.jct import JctModel
@@ -75,7 +76,7 @@ def find_problems(instance: Instance, solution: Solution, model: JctModel | None
             problems += _check_job(instance, model, record, job, busy)
     for server, spans in busy.items():
         spans.sort()
-        for (s1, e1, a), (s2, _, b) in zip(spans, spans[1:]):
+        for (s1, e1, a), (s2, _, b) in pairwise(spans):
             if s2 < e1 - EPS_MS:
                 problems.append(f"worker {instance.cluster.server_name(server)} holds jobs '{a}' "
                                 f"and '{b}' at once ({s2:g} < {e1:g} ms)")
