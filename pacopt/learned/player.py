@@ -31,6 +31,7 @@ import json
 import os
 import tempfile
 import warnings
+import zipfile
 from collections.abc import Callable
 from functools import lru_cache
 from importlib import metadata
@@ -363,7 +364,7 @@ def _read_arrays(file: Path) -> dict[str, np.ndarray] | None:
     try:
         with np.load(file, allow_pickle=False) as data:
             return {name: data[name] for name in data.files}
-    except (OSError, ValueError, EOFError, KeyError):
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
         return None
 
 
