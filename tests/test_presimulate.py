@@ -75,17 +75,26 @@ def test_a_stop_request_ends_the_wait_for_the_helper():
 def test_only_large_episodes_of_a_main_process_get_the_helper(monkeypatch):
     small, ddls = _instance(5), _instance(5, "ddls", (8, 8, 4))
     large = _instance(5, shape=(8, 8, 4))
-    monkeypatch.setattr(presimulate, "available_cores", lambda: 2)
+    _two_free_cores(monkeypatch)
     assert worth_starting(large) and worth_starting(ddls)
     assert not worth_starting(small)
+    monkeypatch.setattr(presimulate, "_cores_taken", lambda: True)  # a study's worker
+    assert not worth_starting(large)
+    _two_free_cores(monkeypatch)
     monkeypatch.setattr(presimulate, "available_cores", lambda: 1)
     assert not worth_starting(large) and start_beside(large) is None
+
+
+def _two_free_cores(monkeypatch) -> None:
+    """The machine as ``bench_scale.py`` sees it, whatever this test process has loaded."""
+    monkeypatch.setattr(presimulate, "available_cores", lambda: 2)
+    monkeypatch.setattr(presimulate, "_cores_taken", lambda: False)
 
 
 def test_a_large_physical_solve_is_validated_with_the_helpers_timings(monkeypatch):
     """End to end at 256 servers: the helper is started, its timings reach the validator, and
     the validator itself simulates none of the classes it already has."""
-    monkeypatch.setattr(presimulate, "available_cores", lambda: 2)
+    _two_free_cores(monkeypatch)
     instance = _instance(120, shape=(8, 8, 4))
     given = []
     original = validate.find_problems

@@ -49,11 +49,16 @@ BATCH = 32
 
 def worth_starting(instance: Instance) -> bool:
     """Whether an online episode of ``instance`` gets a :class:`Presimulation` (module doc)."""
+    return (instance.cluster.num_servers >= MIN_SERVERS and not _cores_taken()
+            and available_cores() >= 2)
+
+
+def _cores_taken() -> bool:
+    """Whether this process may be one of a study's workers (a multiprocessing child, or a
+    process with Ray loaded), whose siblings already use every core."""
     import multiprocessing
 
-    return (instance.cluster.num_servers >= MIN_SERVERS
-            and multiprocessing.parent_process() is None and "ray" not in sys.modules
-            and available_cores() >= 2)
+    return multiprocessing.parent_process() is not None or "ray" in sys.modules
 
 
 def start_beside(instance: Instance) -> Presimulation | None:
