@@ -166,8 +166,9 @@ class DegreeScorer(BaseFeaturesExtractor):
     def play_module(self) -> torch.jit.ScriptModule:
         """This network's play compiled by TorchScript: ``embed(node_x, edge_index, edge_x,
         sizes)`` a batch of graphs, then ``forward(embedding, globals, actions)`` the degrees'
-        logits (and ``degree_table(num_actions)``, the degree vectors the numpy head holds). It runs with torch alone, so :mod:`pacopt.learned.player` saves it and play
-        needs no torch-geometric; it holds these modules, not copies."""
+        logits (and ``degree_table(num_actions)``, the degree vectors the numpy head holds).
+        It runs with torch alone, so :mod:`pacopt.learned.player` saves it and play needs no
+        torch-geometric; it holds these modules, not copies."""
         return torch.jit.script(_PlayNetwork(self))
 
     def play_logits(self, obs: dict[str, np.ndarray]) -> torch.Tensor:
@@ -227,7 +228,6 @@ class _Head(nn.Module):
         degrees = self.degree_table(num_actions, actions.device).unsqueeze(0).expand(batch, -1, -1)
         joined = torch.cat([context.unsqueeze(1).expand(-1, num_actions, -1), actions, degrees], 2)
         return self.scorer(joined).squeeze(-1), context
-
 
     def degree_table(self, num_actions: int, device: torch.device) -> torch.Tensor:
         """The vectors of degrees 0..num_actions-1 (a table network: its whole table)."""
