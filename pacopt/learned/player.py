@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import warnings
 import zipfile
 from collections.abc import Callable
@@ -41,6 +39,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pacopt.cluster.timing_cache import cache_dir
+from pacopt.infra.errors import InputError
+from pacopt.infra.safe_write import write_atomically
 
 if TYPE_CHECKING:
     import torch
@@ -128,11 +128,6 @@ class NumpyHead:
         self.degrees = arrays["degrees"]  # one vector per degree, 0 first
         self.spill = bool(arrays["spill"])
         self.export = export
-
-    def logits(self, obs: dict[str, np.ndarray]) -> np.ndarray | None:
-        """The degrees' logits, or None for more degrees than the head holds."""
-        scored = self.scored(obs)
-        return None if scored is None else scored[0]
 
     def scored(self, obs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
         """The degrees' logits and the scale of their rounding (:func:`_forward`); None for
@@ -371,17 +366,15 @@ def _read_arrays(file: Path) -> dict[str, np.ndarray] | None:
 def _write_arrays(file: Path, arrays: dict[str, np.ndarray]) -> None:
     """Write ``arrays`` whole or not at all (another process may be reading the cache); a cache
     that cannot be written is left alone."""
+
+    def save(tmp: Path) -> None:
+        with tmp.open("wb") as out:  # a file object: given a path, numpy would add ".npz"
+            np.savez(out, **arrays)
+
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                np.savez(out, **arrays)
-            os.replace(tmp, file)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-    except OSError:
+        write_atomically(file, save, what="the agent cache")
+    except (OSError, InputError):
         pass
 
 
@@ -428,17 +421,12 @@ def _save(module: torch.jit.ScriptModule, file: Path, info: dict) -> None:
     torch = torch_for_play()
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
-        os.close(fd)
-        try:
-            _quietly(torch.jit.save, module, tmp, _extra_files={_EXTRA: json.dumps(info)})
-            os.replace(tmp, file)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        write_atomically(file, lambda tmp: _quietly(torch.jit.save, module, str(tmp),
+                                                    _extra_files={_EXTRA: json.dumps(info)}),
+                         what="the agent cache")
         exports = sorted(file.parent.glob("*.pt"), key=lambda f: f.stat().st_mtime)
         for old in exports[:-MAX_EXPORTS]:
             for each in (old, old.with_suffix(".npz"), _graphs_file(old)):
                 each.unlink(missing_ok=True)
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, InputError):
         pass  # a read-only cache: this run plays the compiled module all the same
