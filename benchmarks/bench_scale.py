@@ -10,8 +10,9 @@ offered load per server.
 Each run is its own process (``s``: the whole ``solve``, validation included; ``start``: of
 it, the start-up paid once per process, imports and checkpoints, measured as
 :func:`~pacopt.solvers.api.check_run` before the run; peak RSS is the process's
-``ru_maxrss`` plus its children's, the validator's helper (:mod:`pacopt.solvers.presimulate`); tables and the timing cache warm from a first run in a fresh cache folder, so
-the times are of a warm cache, as a user running a study sees them). Online methods play
+``ru_maxrss`` plus its children's, the validator's helper (:mod:`pacopt.solvers.presimulate`);
+tables and the timing cache warm from a first run in a fresh cache folder, so the times are
+of a warm cache, as a user running a study sees them). Online methods play
 ``--jobs`` arrivals (2001); ``bound`` and ``cpsat`` (``--time-limit`` s, 2 threads) play
 ``--exact-jobs`` (300). Printed: time, peak
 memory, blocking; for the exact methods the incumbent and bound with the time each was first

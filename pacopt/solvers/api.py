@@ -135,7 +135,8 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
                 solution = simulate(instance, policy, seed=seed, model=model,
                                     progress=progress,
                                     on_record=None if beside is None else beside.note)
-            steps = None if beside is None else beside.timings()
+            if beside is not None:
+                steps = beside.timings()
         else:
             solution = entry.load()(instance, method, model, time_limit=time_limit,
                                     threads=threads, seed=seed, progress=progress)
