@@ -5,6 +5,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pacopt.cluster.instance import instance_from_dict
@@ -68,6 +69,26 @@ def test_a_sampled_future_equal_to_the_real_one_decides_as_hindsight():
         rollout = Rollout(make_policy("para-max", instance), horizon=15, futures=futures)
         runs.append([job.degree for job in play_rollout(instance, rollout).jobs])
     assert runs[0] == runs[1] == runs[2]
+
+
+def test_a_guarded_rollout_departs_only_by_more_than_its_noise():
+    """Played as a policy with ``significance`` z, a rollout keeps the base policy's degree
+    unless another degree's paired gain clears z standard errors (as the training teacher's
+    guard, :func:`pacopt.cluster.rollout.guarded`); without the guard the best mean wins."""
+    per_stream = {2: np.array([5.0, 5, 5, 5]),   # the base's degree
+                  4: np.array([9.0, 2, 9, 2]),   # gains 4, -3, 4, -3: mean 0.5, error 2.02
+                  8: np.array([6.0, 6, 7, 6])}   # gains 1, 1, 2, 1: mean 1.25, error 0.25
+
+    class Fixed(Rollout):
+        def stream_scores(self, episode, allowed=None):
+            return 2, dict(per_stream)
+
+    base = make_policy("para-max")
+    assert Fixed(base, significance=2.0).choose(None) == 8  # 1.25 - 0.5 > 0.5 - 4.04
+    assert Fixed(base, significance=6.0).choose(None) == 2  # 1.25 - 1.5 < 0
+    del per_stream[8]
+    assert Fixed(base).choose(None) == 4
+    assert Fixed(base, significance=2.0).choose(None) == 2
 
 
 def test_a_rollout_past_its_deadline_plays_the_base_alone():

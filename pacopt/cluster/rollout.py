@@ -17,6 +17,7 @@ on average (ties go to the base policy's own choice). Which arrivals the forks p
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -43,10 +44,11 @@ class Rollout:
     forks' histories never mix with each other or with the episode's."""
 
     def __init__(self, base: Policy, horizon: int = SAMPLED_HORIZON,
-                 futures: Sequence[Sequence[JobSpec]] | None = None):
+                 futures: Sequence[Sequence[JobSpec]] | None = None, significance: float = 0.0):
         self.base = base
         self.horizon = horizon
         self.futures = futures
+        self.significance = significance  # :meth:`choose`'s guard (see :func:`guarded`)
 
     @property
     def name(self) -> str:
@@ -106,12 +108,34 @@ class Rollout:
 
     def choose(self, episode: OnlineEpisode, allowed: np.ndarray | None = None) -> int:
         """The best degree for the episode's waiting job among ``allowed`` (default: the
-        decision's worthwhile degrees); ties go to the base policy's choice."""
-        base_choice, scores = self.scores(episode, allowed)
+        decision's worthwhile degrees) by the forks' mean, each departure from the base policy's
+        choice lowered by ``significance`` standard errors first (:func:`guarded`); ties go to
+        the base policy's choice."""
+        base_choice, per_stream = self.stream_scores(episode, allowed)
+        scores = guarded(per_stream, base_choice, self.significance)
         best = max(scores.values())
         if scores.get(base_choice) == best:
             return base_choice
         return max(scores, key=scores.get)
+
+
+def guarded(per_stream: dict[int, np.ndarray], base: int,
+            significance: float) -> dict[int, float]:
+    """Each degree's mean of ``per_stream`` (:meth:`Rollout.stream_scores`), every degree but
+    ``base`` lowered by ``significance`` standard errors of its gain over ``base`` (the streams
+    are shared, so the gains pair up stream by stream): a lower confidence bound, so that a
+    departure from the base policy must win by more than its noise (0: the plain means)."""
+    scores = {degree: float(accepted.mean()) for degree, accepted in per_stream.items()}
+    if significance and base in per_stream:
+        for degree, accepted in per_stream.items():
+            if degree != base:
+                scores[degree] -= significance * standard_error(accepted - per_stream[base])
+    return scores
+
+
+def standard_error(values: np.ndarray) -> float:
+    """The standard error of the mean of ``values`` (0 for fewer than two)."""
+    return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
 
 
 def play_rollout(instance: Instance, rollout: Rollout, *, model: JctModel | None = None,

@@ -66,7 +66,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from pacopt.cluster.paper_workload import TRAIN_SEED_RANGE
 from pacopt.cluster.placers import DEFAULT_PLACER
 from pacopt.cluster.policies import make_policy, tuned_choice
-from pacopt.cluster.rollout import SAMPLED_FUTURES, SAMPLED_HORIZON, Rollout
+from pacopt.cluster.rollout import SAMPLED_FUTURES, SAMPLED_HORIZON, Rollout, guarded
 from pacopt.infra.checkpoint import load_checked
 from pacopt.infra.collector import fewer_collections
 from pacopt.infra.errors import InputError
@@ -192,10 +192,7 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
         return teacher_chooser(choice[distribution], distribution, preset, family, seed,
                                temperature, student, label_every, placer, improve, rollout)
     def sampled(count: int) -> list:  # job streams of the family, drawn with ``seed``
-        if family is None:
-            raise InputError("the rollout teachers need the workload family to sample from")
-        seeds = np.random.default_rng(seed).integers(*family.seed_range, count)
-        return [family.instance(distribution, int(s)).jobs for s in seeds]
+        return sampled_futures(family, distribution, count, seed)
 
     if name.split(":")[0] == "improve" and student is not None:
         return RolloutTarget(Rollout(LearnedPolicy(network=student), improve[1],
@@ -220,6 +217,17 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
                                           len(mask))
 
 
+def sampled_futures(family: WorkloadFamily | None, distribution: str, count: int,
+                    seed: int) -> list:
+    """``count`` job streams of ``family``'s ``distribution`` from its training seeds, drawn
+    with ``seed``: the futures a rollout over sampled streams plays (what an online policy
+    may know: the family, not the episode's own arrivals)."""
+    if family is None:
+        raise InputError("the rollout teachers need the workload family to sample from")
+    seeds = np.random.default_rng(seed).integers(*family.seed_range, count)
+    return [family.instance(distribution, int(s)).jobs for s in seeds]
+
+
 class RolloutTarget:
     """A rollout teacher (``teacher`` for :func:`play`): each degree its rollout scores, minus
     the base policy's degree's, over ``temperature``; ``-inf`` for the degrees it does not
@@ -227,7 +235,7 @@ class RolloutTarget:
     a departure from it must win by more than that (policy iteration's noise guard).
     ``significance`` (z, 0: off) is the other guard, one that grows with the noise: every other
     degree's gain over the base's is lowered by ``significance`` standard errors of its mean
-    (the streams are shared, so the gains pair up stream by stream), a lower confidence bound;
+    (:func:`~pacopt.cluster.rollout.guarded`, as a :class:`Rollout` played as a policy does);
     only a departure that wins by more than its noise keeps a gain."""
 
     def __init__(self, rollout: Rollout, temperature: float, label_every: int = 1,
@@ -243,21 +251,12 @@ class RolloutTarget:
                 self.rollout.base.choose(env.episode.decision)
             return None
         base, streams = self.rollout.stream_scores(env.episode, mask)
-        scores = {degree: float(accepted.mean()) for degree, accepted in streams.items()}
-        if self.significance:
-            for degree, accepted in streams.items():
-                if degree != base:
-                    scores[degree] -= self.significance * _standard_error(accepted - streams[base])
+        scores = guarded(streams, base, self.significance)
         target = np.full(len(mask), -np.inf, dtype=np.float32)
         for degree, score in scores.items():
             target[degree] = (score - scores[base]) / self.temperature
         target[base] = (TIE_PREFERENCE + self.margin) / self.temperature
         return target
-
-
-def _standard_error(values: np.ndarray) -> float:
-    """The standard error of the mean of ``values`` (0 for fewer than two)."""
-    return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
 
 
 def validate_policy(env: PartitionEnv, policy: DegreePolicy, distributions, seeds) -> float:
