@@ -10,8 +10,8 @@ worthwhile degree, lets ``tuned`` play on, and keeps the degree whose forks acce
 (:mod:`pacopt.cluster.rollout`). This benchmark plays such rollouts *as policies*, to show how
 much any student of theirs could gain:
 
-- **online rollout**: forks playing ``--streams`` job streams sampled from the workload
-  family's training seeds, each departure from ``tuned`` lowered by ``--significance``
+- **rollout on sampled futures**: forks playing ``--streams`` job streams sampled from the
+  workload family's training seeds, each departure from ``tuned`` lowered by ``--significance``
   standard errors of its paired gain (the teacher the shipped best-fit agent imitates; told
   the distribution, as in training);
 - **hindsight rollout**: forks playing the episode's *own* next ``--horizon`` arrivals. Not an
@@ -20,10 +20,10 @@ much any student of theirs could gain:
 
 Both go on from ``tuned`` for the instance's distribution (``tuned-given-label``'s rule, which
 the row of that name plays alone); ``pac-ml`` (the shipped best-fit agents) and ``tuned`` play
-beside them. Part ``fresh``: the paper workload (ddls, 1001 jobs, best
-fit) on the first ``--seeds`` fresh seeds (20000-...; the online rollout, minutes an episode,
-on the first ``--online-seeds``), next to the agent's targets. Part ``exact``: the 200-job
-instances of seed 20000 with CP-SAT's incumbent (``--exact-seconds``, 2 threads), and the share
+beside them. Part ``fresh``: the paper workload (ddls, 1001 jobs, best fit) on the first
+``--seeds`` fresh seeds (20000-...; the rollout on sampled futures, minutes an episode, on the
+first ``--online-seeds``), next to the agent's targets. Part ``exact``: the 200-job instances
+of seed 20000 with CP-SAT's incumbent (``--exact-seconds``, 2 threads), and the share
 of ``tuned``'s distance to it each method closes. Every number comes from a validated
 solution.
 """
@@ -47,7 +47,7 @@ from pacopt.cluster.paper_workload import (
 )
 
 PLACER = "best-fit"
-ONLINE, HINDSIGHT = "online rollout", "hindsight rollout (not online)"
+ONLINE, HINDSIGHT = "rollout on sampled futures", "hindsight rollout (not online)"
 METHODS = ("pac-ml", "tuned", "tuned-given-label", ONLINE, HINDSIGHT)
 #: The learned agent's targets under best fit (issue 31), blocking rate on the fresh seeds.
 TARGETS = {"A": 0.125, "B": 0.140, "C": 0.115, "D": 0.078}
@@ -103,15 +103,16 @@ def tasks_of(args) -> list:
 
 
 def print_fresh(cells, args) -> None:
-    """The fresh seeds' table; where the online rollout ran on fewer seeds, a second table of
-    every method on those seeds alone, so that its row is compared on the same episodes."""
+    """The fresh seeds' table; where the rollout on sampled futures ran on fewer seeds, a second
+    table of every method on those seeds alone, so that its row is compared on the same
+    episodes."""
     tables = [FRESH_SEEDS[:args.seeds]]
     if 0 < args.online_seeds < args.seeds:
         tables.append(FRESH_SEEDS[:args.online_seeds])
     for seeds in tables:
         print(f"\nBlocking rate, ddls, 1001 jobs, {PLACER}, fresh seeds {seeds[0]}-{seeds[-1]}"
-              f" (online rollout: {args.streams} streams, {args.significance:g} standard "
-              f"errors; horizon {args.horizon}); mean ± sample std\n")
+              f" (rollout on sampled futures: {args.streams} streams, {args.significance:g} "
+              f"standard errors; horizon {args.horizon}); mean ± sample std\n")
         print("| method | " + " | ".join(PAPER_DISTRIBUTIONS) + " |")
         print("|---" * (len(PAPER_DISTRIBUTIONS) + 1) + "|")
         for method in METHODS:
