@@ -73,10 +73,10 @@ def one_cell(task) -> tuple[str, str, str, int, int, int]:
 
 def rollout_solution(instance, dist: str, online: bool, args):
     """The rollout over ``tuned`` for ``dist`` played on ``instance``, validated."""
-    from pacopt.cluster.policies import make_policy
+    from pacopt.cluster.policies import make_policy, tuned_choice
     from pacopt.cluster.rollout import Rollout, play_rollout
     from pacopt.learned.env import WorkloadFamily
-    from pacopt.learned.train import sampled_futures, tuned_choice
+    from pacopt.learned.train import sampled_futures
     from pacopt.solvers.validate import validate
 
     base = make_policy(tuned_choice(dist, "ddls", PLACER))
