@@ -84,9 +84,11 @@ class Rollout:
                allowed: np.ndarray | None = None) -> tuple[int, dict[int, float]]:
         """The base policy's choice for the episode's waiting job (reject if ``allowed`` forbids
         it) and, for every allowed degree (default: the worthwhile ones), the mean number of
-        jobs its forks accept; only the one candidate, unscored, when there is no choice."""
+        jobs its forks accept, each departure from the base's choice lowered by
+        ``significance`` standard errors (:func:`guarded`); only the one candidate, unscored,
+        when there is no choice."""
         base_choice, per_stream = self.stream_scores(episode, allowed)
-        return base_choice, {d: float(np.mean(accepted)) for d, accepted in per_stream.items()}
+        return base_choice, guarded(per_stream, base_choice, self.significance)
 
     def stream_scores(self, episode: OnlineEpisode, allowed: np.ndarray | None = None
                       ) -> tuple[int, dict[int, np.ndarray]]:
@@ -111,8 +113,7 @@ class Rollout:
         decision's worthwhile degrees) by the forks' mean, each departure from the base policy's
         choice lowered by ``significance`` standard errors first (:func:`guarded`); ties go to
         the base policy's choice."""
-        base_choice, per_stream = self.stream_scores(episode, allowed)
-        scores = guarded(per_stream, base_choice, self.significance)
+        base_choice, scores = self.scores(episode, allowed)
         best = max(scores.values())
         if scores.get(base_choice) == best:
             return base_choice
@@ -129,11 +130,11 @@ def guarded(per_stream: dict[int, np.ndarray], base: int,
     if significance and base in per_stream:
         for degree, accepted in per_stream.items():
             if degree != base:
-                scores[degree] -= significance * standard_error(accepted - per_stream[base])
+                scores[degree] -= significance * _standard_error(accepted - per_stream[base])
     return scores
 
 
-def standard_error(values: np.ndarray) -> float:
+def _standard_error(values: np.ndarray) -> float:
     """The standard error of the mean of ``values`` (0 for fewer than two)."""
     return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
 

@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, wait
 from contextlib import closing, contextmanager
 from dataclasses import asdict, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -191,9 +192,7 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
             raise InputError(f"teacher '{name}' names no teacher for distribution {distribution}")
         return teacher_chooser(choice[distribution], distribution, preset, family, seed,
                                temperature, student, label_every, placer, improve, rollout)
-    def sampled(count: int) -> list:  # job streams of the family, drawn with ``seed``
-        return sampled_futures(family, distribution, count, seed)
-
+    sampled = partial(sampled_futures, family, distribution, seed=seed)  # sampled(count)
     if name.split(":")[0] == "improve" and student is not None:
         return RolloutTarget(Rollout(LearnedPolicy(network=student), improve[1],
                                      sampled(improve[0])), temperature, label_every,
