@@ -5,7 +5,7 @@
 
 Parts:
 - ``heldout``: the paper workload (1001 jobs, 4x4x2, horizon 1e6 ms) of each distribution A-D on
-  the first N of ``pacopt.cluster.paper_workload.HELD_OUT_SEEDS`` (never used to train or tune;
+  the first N of ``pacopt.model.paper_workload.HELD_OUT_SEEDS`` (never used to train or tune;
   but which checkpoints ship was decided on seeds 10000-10004, so they are not strictly held out
   for ``pac-ml``); blocking mean +- spread (sample std) for ``pac-ml`` (what ``--method pac-ml``
   plays: online, per decision the fine-tune of the distribution recognised from the betas so far
@@ -35,13 +35,9 @@ import numpy as np
 from heldout import add_heldout_arguments, heldout_seeds
 from tqdm.auto import tqdm
 
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.paper_workload import (
-    HELD_OUT_SEEDS,
-    PAPER_DISTRIBUTIONS,
-    paper_instance,
-)
 from pacopt.learned.agent import CHECKPOINT_DIR
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.paper_workload import HELD_OUT_SEEDS, PAPER_DISTRIBUTIONS, paper_instance
 from pacopt.solvers.api import check_placement, solve
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -3,7 +3,7 @@
     python benchmarks/bench_baselines.py [--preset ddls|physical] [--seeds N] [--jobs 1001]
 
 The paper workload (the five graphs, 1001 jobs, 4x4x2, horizon 1e6 ms) of each distribution A-D
-on the first N (default 3) of ``pacopt.cluster.paper_workload.HELD_OUT_SEEDS``, never used for tuning.
+on the first N (default 3) of ``pacopt.model.paper_workload.HELD_OUT_SEEDS``, never used for tuning.
 Each cell is the mean and the spread (sample standard deviation) of the validated blocking rate
 over the seeds. ``best fixed:K`` and ``best fixed-or-min:K`` pick K on these same held-out seeds
 (an oracle, labelled with its K: the most a single K can do), while ``tuned`` plays the choices
@@ -22,9 +22,9 @@ from heldout import add_heldout_arguments, heldout_seeds
 from tqdm.auto import tqdm
 from tune_baselines import blocking_rates, candidates
 
-from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS, paper_instance
-from pacopt.cluster.policies import make_policy
-from pacopt.cluster.settings import ModelSettings
+from pacopt.model.paper_workload import PAPER_DISTRIBUTIONS, paper_instance
+from pacopt.model.settings import ModelSettings
+from pacopt.online.policies import make_policy
 
 #: The paper's reported blocking rates (``reference/pacml-paper-digest.md``).
 PAPER = {"paper PAC-ML": (0.204, 0.257, 0.117, 0.099),

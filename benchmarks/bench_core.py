@@ -18,14 +18,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from pacopt.cluster.graph_sources import EXAMPLES_DIR, read_graph_file
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.pipedream import PAPER_GRAPHS
-from pacopt.cluster.policies import HEURISTICS, make_policy
-from pacopt.cluster.settings import ModelSettings
-from pacopt.cluster.simulator import simulate
-from pacopt.cluster.topology import RampCluster
+from pacopt.model.graph_sources import EXAMPLES_DIR, read_graph_file
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.jct import JctModel
+from pacopt.model.pipedream import PAPER_GRAPHS
+from pacopt.model.settings import ModelSettings
+from pacopt.model.simulator import simulate
+from pacopt.model.topology import RampCluster
+from pacopt.online.policies import HEURISTICS, make_policy
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
 

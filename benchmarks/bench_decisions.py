@@ -11,7 +11,7 @@ Two paths, one core, per preset:
   look-up per placeable degree;
 - ``fast``: ``Decision.options()`` and ``Decision.action_mask()`` (integer-mask first-fit);
 - ``best-fit`` (and ``compact`` under ``physical``): the same calls with that placer
-  (``pacopt.cluster.placers``: every candidate footprint scored with one product).
+  (``pacopt.model.placers``: every candidate footprint scored with one product).
 One untimed pass first puts every step timing the episodes need on disk (a fresh temporary
 cache), so that both paths measure the mask and the per-degree table, not the one-off simulation
 of a placement never seen before (``physical``; ``bench_core.py`` measures that). ``fresh`` is
@@ -33,11 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.paper_workload import paper_instance
-from pacopt.cluster.placement import first_fit_reference
-from pacopt.cluster.policies import Decision, make_policy
-from pacopt.cluster.simulator import OnlineEpisode
+from pacopt.model.decision import Decision
+from pacopt.model.first_fit import first_fit_reference
+from pacopt.model.jct import JctModel
+from pacopt.model.paper_workload import paper_instance
+from pacopt.model.simulator import OnlineEpisode
+from pacopt.online.policies import make_policy
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
 

@@ -28,8 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.pipedream import PAPER_GRAPHS
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.pipedream import PAPER_GRAPHS
 from pacopt.solvers.api import solve
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"

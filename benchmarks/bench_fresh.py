@@ -6,13 +6,13 @@
                                      [--out FILE.json]
 
 The paper workload (ddls unless ``--preset``, 1001 jobs, 4x4x2, horizon 1e6 ms) of each
-distribution A-D on the fresh seeds ``pacopt.cluster.paper_workload.FRESH_SEEDS``
+distribution A-D on the fresh seeds ``pacopt.model.paper_workload.FRESH_SEEDS``
 (20000-20019: never used to train, tune, select or decide what ships), under one placer.
 Methods: ``pac-ml`` (online: the shipped checkpoints for the preset and placer, or
 ``--checkpoint``), ``tuned`` (online, tuned for them), ``tuned`` under first fit (the paper's
 setting), ``min-feasible`` and ``para-max``; and on the first ``--teacher-seeds`` seeds the
 agent's teacher itself, the rollout over ``tuned`` on sampled futures
-(:mod:`pacopt.cluster.rollout`; it is told the distribution, as in training, and takes minutes
+(:mod:`pacopt.online.rollout`; it is told the distribution, as in training, and takes minutes
 an episode). Prints mean ± sample std over the seeds, and per seed how often ``pac-ml`` blocks
 less / the same / more than each other method. Every number comes from a validated solution.
 
@@ -33,8 +33,9 @@ import numpy as np
 from heldout import SHARED
 from tqdm.auto import tqdm
 
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.paper_workload import (
+from pacopt.infra.errors import InputError
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.paper_workload import (
     FRESH_SEEDS,
     PAPER_DISTRIBUTIONS,
     on_cluster,
@@ -42,8 +43,7 @@ from pacopt.cluster.paper_workload import (
     paper_instance_dict,
     parse_cluster,
 )
-from pacopt.cluster.placers import PLACERS
-from pacopt.infra.errors import InputError
+from pacopt.model.placers import PLACERS
 
 METHODS = ("pac-ml", "tuned", "tuned@first-fit", "min-feasible", "para-max")
 TEACHER = "teacher (rollout over tuned)"
@@ -84,9 +84,9 @@ def teacher_blocking(instance, dist: str, placement: str, cluster=None,
     """The rollout teacher's episode, the teacher built as training builds it
     (:func:`pacopt.learned.train.teacher_chooser`, futures from training seeds of the same
     cluster), validated."""
-    from pacopt.cluster.rollout import play_rollout
     from pacopt.learned.env import WorkloadFamily
     from pacopt.learned.train import teacher_chooser
+    from pacopt.online.rollout import play_rollout
     from pacopt.solvers.validate import validate
 
     family = WorkloadFamily.paper((dist,), preset, placement=placement, cluster=cluster)

@@ -7,7 +7,7 @@
 
 The learned agent imitates a rollout teacher: at each arrival it forks the episode for every
 worthwhile degree, lets ``tuned`` play on, and keeps the degree whose forks accept most
-(:mod:`pacopt.cluster.rollout`). This benchmark plays such rollouts *as policies*, to show how
+(:mod:`pacopt.online.rollout`). This benchmark plays such rollouts *as policies*, to show how
 much any student of theirs could gain:
 
 - **rollout on sampled futures**: forks playing ``--streams`` job streams sampled from the
@@ -40,11 +40,7 @@ import numpy as np
 from heldout import SHARED
 from tqdm.auto import tqdm
 
-from pacopt.cluster.paper_workload import (
-    FRESH_SEEDS,
-    PAPER_DISTRIBUTIONS,
-    paper_instance,
-)
+from pacopt.model.paper_workload import FRESH_SEEDS, PAPER_DISTRIBUTIONS, paper_instance
 
 PLACER = "best-fit"
 ONLINE, HINDSIGHT = "rollout on sampled futures", "hindsight rollout (not online)"
@@ -73,10 +69,10 @@ def one_cell(task) -> tuple[str, str, str, int, int, int]:
 
 def rollout_solution(instance, dist: str, online: bool, args):
     """The rollout over ``tuned`` for ``dist`` played on ``instance``, validated."""
-    from pacopt.cluster.policies import make_policy, tuned_choice
-    from pacopt.cluster.rollout import Rollout, play_rollout
     from pacopt.learned.env import WorkloadFamily
     from pacopt.learned.train import sampled_futures
+    from pacopt.online.policies import make_policy, tuned_choice
+    from pacopt.online.rollout import Rollout, play_rollout
     from pacopt.solvers.validate import validate
 
     base = make_policy(tuned_choice(dist, "ddls", PLACER))

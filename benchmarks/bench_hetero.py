@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pacopt.cluster.graph_sources import EXAMPLES_DIR, read_graph_file
-from pacopt.cluster.pipedream import PIPEDREAM_MODELS
 from pacopt.hetero import EXAMPLE_TYPES, build_hetero_problem, load_types
 from pacopt.hetero.command import run_method
+from pacopt.model.graph_sources import EXAMPLES_DIR, read_graph_file
+from pacopt.model.pipedream import PIPEDREAM_MODELS
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
 

@@ -24,13 +24,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from pacopt.cluster.graph_sources import read_graph_file
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.pipedream import PAPER_GRAPHS
-from pacopt.cluster.policies import single_degree
-from pacopt.cluster.settings import PRESETS, ModelSettings
-from pacopt.cluster.topology import RampCluster
 from pacopt.formulations.joblevel import BACKENDS, JobPlan, optimise_job
+from pacopt.model.decision import single_degree
+from pacopt.model.graph_sources import read_graph_file
+from pacopt.model.jct import JctModel
+from pacopt.model.pipedream import PAPER_GRAPHS
+from pacopt.model.settings import PRESETS, ModelSettings
+from pacopt.model.topology import RampCluster
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
 DEADLINE_FRACTION = 0.2

@@ -75,8 +75,8 @@ def main() -> int:
         print(f"no PipeDream profiles at {args.pipedream}", file=sys.stderr)
         return 2
     os.environ["PACOPT_PIPEDREAM_DIR"] = str(args.pipedream)
-    from pacopt.cluster.paper_workload import TRAIN_SEED_RANGE
     from pacopt.learned.train_config import TrainConfig
+    from pacopt.model.paper_workload import TRAIN_SEED_RANGE
 
     config = TrainConfig(distributions=(args.dist,), num_jobs=args.jobs, teacher=args.teacher)
     config.family()  # the graphs' timing tables built (and cached) before any timing

@@ -4,7 +4,7 @@
                                          [--pipedream DIR]
 
 The paper workload (the five graphs, 4x4x2, ddls, horizon 1e6 ms) of each distribution A-D on
-the first ``--seeds`` of ``pacopt.cluster.paper_workload.HELD_OUT_SEEDS`` (never used to tune or train
+the first ``--seeds`` of ``pacopt.model.paper_workload.HELD_OUT_SEEDS`` (never used to tune or train
 anything). Every episode goes through ``solve`` (validated), seed 0. Each cell is the mean
 blocking rate over the seeds and its spread (sample standard deviation); the last columns give
 lp-online's mean seconds per episode. ``pac-ml`` is skipped when its checkpoint is missing.
@@ -20,8 +20,8 @@ import numpy as np
 from heldout import add_heldout_arguments, heldout_seeds
 from tqdm.auto import tqdm
 
-from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS, paper_instance
 from pacopt.infra.errors import InputError
+from pacopt.model.paper_workload import PAPER_DISTRIBUTIONS, paper_instance
 from pacopt.solvers.api import solve
 
 METHODS = ("min-feasible", "para-min", "para-max", "random", "tuned", "pac-ml", "lp-online")

@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 from bench_exact import SHARED
 
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.pipedream import PAPER_GRAPHS
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.pipedream import PAPER_GRAPHS
 from pacopt.solvers.api import solve
 
 #: CP-SAT on beta A, seed 0 (docs/exact.md, lp-round by size): jobs -> (accepted, bound, limit s).

@@ -4,7 +4,7 @@ offline best-fit rule on the same instances, and the time of a best-fit episode.
     python benchmarks/bench_placement.py [--preset ddls physical] [--seeds 5] [--jobs 1001]
 
 The paper workload (the five graphs, 1001 jobs, 4x4x2, horizon 1e6 ms) of each distribution A-D
-on the first N (default 5) of ``pacopt.cluster.paper_workload.HELD_OUT_SEEDS``. Rows, each the mean
+on the first N (default 5) of ``pacopt.model.paper_workload.HELD_OUT_SEEDS``. Rows, each the mean
 and spread (sample standard deviation) of the validated blocking rate over the seeds:
 
 - ``tuned @ <placer>``: ``tuned`` as a user runs it, with the choices made on the tuning seeds
@@ -12,7 +12,7 @@ and spread (sample standard deviation) of the validated blocking rate over the s
   distribution the betas so far look like (labelled with the last one);
 - ``tuned-given-label @ <placer>``: the oracle that reads every job's beta first and plays its
   distribution's choice throughout (what ``tuned`` was before it became online);
-- ``offline BestFit, tuned's rule``: the offline :class:`~pacopt.formulations.best_fit.BestFit`
+- ``offline BestFit, tuned's rule``: the offline :class:`~pacopt.solvers.best_fit.BestFit`
   with the K of best-fit ``tuned``'s choice for the instance's distribution (the given-label
   one; when that is a ``fixed-or-min:K``, or ``min-feasible``, which is ``fixed-or-min:1``):
   the same rule on the offline problem;
@@ -33,15 +33,15 @@ import numpy as np
 from heldout import add_heldout_arguments, heldout_seeds
 from tqdm.auto import tqdm
 
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS, paper_instance
-from pacopt.cluster.placers import PLACER_PRESETS, PLACERS
-from pacopt.cluster.policies import make_policy
-from pacopt.cluster.simulator import simulate
-from pacopt.formulations.best_fit import BestFit
 from pacopt.formulations.offline import build_problem
-from pacopt.formulations.warm import legal_degrees
+from pacopt.model.jct import JctModel
+from pacopt.model.paper_workload import PAPER_DISTRIBUTIONS, paper_instance
+from pacopt.model.placers import PLACER_PRESETS, PLACERS
+from pacopt.model.simulator import simulate
+from pacopt.online.policies import make_policy
+from pacopt.solvers.best_fit import BestFit
 from pacopt.solvers.validate import validate
+from pacopt.solvers.warm import legal_degrees
 
 
 def run(preset: str, seeds, num_jobs: int, bar) -> tuple[dict, dict]:

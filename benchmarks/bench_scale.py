@@ -2,7 +2,7 @@
 
 Clusters (C x R x S, servers): 4x4x2 (32, the paper's), 4x4x4 (64), 8x4x4 (128), 8x8x4 (256),
 16x8x4 (512), 16x16x4 (1024): 4 servers per rack from 64 up, groups and racks doubled in turn,
-so that from 128 up the cluster is made of 4x4x4 tiles (:mod:`pacopt.cluster.tiles`). The load
+so that from 128 up the cluster is made of 4x4x4 tiles (:mod:`pacopt.model.tiles`). The load
 scales with the cluster: the paper's workload (five PipeDream graphs, beta A, held-out seed
 10000) with jobs ``1000 x 32 / servers`` ms apart and no horizon, so every size sees the same
 offered load per server.
@@ -60,8 +60,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def instance(servers: int, jobs: int, preset: str, shape: tuple[int, int, int] | None = None):
     """The scaled paper workload on the cluster of ``servers`` (module doc; ``shape``: another
     RAMP shape of that size)."""
-    from pacopt.cluster.instance import instance_from_dict
-    from pacopt.cluster.paper_workload import on_cluster, paper_instance_dict
+    from pacopt.model.instance import instance_from_dict
+    from pacopt.model.paper_workload import on_cluster, paper_instance_dict
 
     data = on_cluster(paper_instance_dict("A", 10000, jobs, preset, horizon_ms=None),
                       tuple(shape or SHAPES[servers]))

@@ -45,9 +45,9 @@ from bench_fresh import fresh_instance
 from heldout import SHARED
 from tqdm.auto import tqdm
 
-from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS, paper_instance
-from pacopt.cluster.placers import PLACERS
 from pacopt.learned.train_config import VALIDATION_SEEDS
+from pacopt.model.paper_workload import PAPER_DISTRIBUTIONS, paper_instance
+from pacopt.model.placers import PLACERS
 
 #: The PipeDream profiles no training run and no final table plays (the paper's five train;
 #: ``bench_agent.py --parts unseen`` judges on five others).

@@ -71,8 +71,8 @@ def main() -> int:
     os.environ["PACOPT_PIPEDREAM_DIR"] = str(args.pipedream)
     os.environ["PACOPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="pacopt-bench-")
     from pacopt.analysis import comparable, method_known
-    from pacopt.cluster.jct import JctModel
-    from pacopt.cluster.paper_workload import paper_instance
+    from pacopt.model.jct import JctModel
+    from pacopt.model.paper_workload import paper_instance
 
     methods = [m for m in CANDIDATES if method_known(m)][:6]
     study = paper_study(methods)

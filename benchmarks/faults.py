@@ -34,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pacopt.cluster.graph_sources import example_instance_data
+from pacopt.model.graph_sources import example_instance_data
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -376,7 +376,7 @@ def scenarios(mount: bool) -> list[Scenario]:
 
     def poison(kind):
         def setup(s):
-            from pacopt.cluster.timing_cache import _checksum
+            from pacopt.model.timing_cache import _checksum
             for path in (cache / "timings").glob("*.jsonl"):
                 if kind == "random":
                     path.write_bytes(os.urandom(3000))

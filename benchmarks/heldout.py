@@ -1,6 +1,6 @@
 """What the held-out benchmarks share: their command-line options and the seeds they judge on.
 
-``--seeds N`` takes the first N of ``pacopt.cluster.paper_workload.HELD_OUT_SEEDS`` (never used to train,
+``--seeds N`` takes the first N of ``pacopt.model.paper_workload.HELD_OUT_SEEDS`` (never used to train,
 tune or select anything), ``--jobs`` the episode length, ``--pipedream`` where the profiles are.
 """
 
@@ -10,7 +10,7 @@ import argparse
 import os
 from pathlib import Path
 
-from pacopt.cluster.paper_workload import HELD_OUT_SEEDS
+from pacopt.model.paper_workload import HELD_OUT_SEEDS
 
 #: ``../shared/data/pipedream`` beside the repository.
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"

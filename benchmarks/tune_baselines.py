@@ -6,7 +6,7 @@ heuristic on the tuning seeds only, per (preset, placer), written to ``pacopt/da
 
 Every candidate (the heuristics, then ``fixed:K`` and ``fixed-or-min:K`` for K = 1..max degree)
 plays the paper workload (the five graphs, 1001 jobs, 4x4x2, horizon 1e6 ms) of each
-distribution A-D on each seed of ``pacopt.cluster.paper_workload.TUNING_SEEDS`` (``random`` seeded with
+distribution A-D on each seed of ``pacopt.model.paper_workload.TUNING_SEEDS`` (``random`` seeded with
 the workload seed); the lowest mean blocking rate wins, ties going to the earlier candidate.
 The file lists, per preset and distribution, the choice and every candidate's mean tuning
 blocking rate: first-fit's under ``presets``, every other placer's under ``placers`` (placer ->
@@ -26,17 +26,17 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.paper_workload import (
+from pacopt.model.jct import JctModel
+from pacopt.model.paper_workload import (
     PAPER_DISTRIBUTIONS,
     PAPER_GRAPHS,
     TUNING_SEEDS,
     paper_instance,
 )
-from pacopt.cluster.placers import PLACER_PRESETS, PLACERS
-from pacopt.cluster.policies import HEURISTICS, TUNED_PATH, make_policy
-from pacopt.cluster.settings import ModelSettings
-from pacopt.cluster.simulator import simulate
+from pacopt.model.placers import PLACER_PRESETS, PLACERS
+from pacopt.model.settings import ModelSettings
+from pacopt.model.simulator import simulate
+from pacopt.online.policies import HEURISTICS, TUNED_PATH, make_policy
 from pacopt.solvers.validate import validate
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"

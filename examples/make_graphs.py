@@ -1,4 +1,4 @@
-"""Profile every model of ``pacopt.cluster.zoo`` and write ``examples/graphs/<name>.json``.
+"""Profile every model of ``pacopt.model.zoo`` and write ``examples/graphs/<name>.json``.
 
 Run ``python examples/make_graphs.py`` after changing the zoo or the profiler; the tests check
 that the bundled files match what the profiler produces now. The output is deterministic: the
@@ -7,8 +7,8 @@ profiles depend only on shapes, and the zoo builders seed their own weights and 
 
 from pathlib import Path
 
-from pacopt.cluster.graph_sources import save_graph
-from pacopt.cluster.zoo import ZOO, profile_zoo_model
+from pacopt.model.graph_sources import save_graph
+from pacopt.model.zoo import ZOO, profile_zoo_model
 
 GRAPHS = Path(__file__).resolve().parent / "graphs"
 

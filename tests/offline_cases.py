@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pacopt.cluster.instance import instance_from_dict
 from pacopt.formulations.offline import build_problem
+from pacopt.model.instance import instance_from_dict
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 CNN = str(EXAMPLES / "graphs" / "cnn.json")

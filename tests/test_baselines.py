@@ -7,8 +7,8 @@ import json
 import pytest
 
 from pacopt.cli import solve_main
-from pacopt.cluster.paper_workload import paper_instance_dict
-from pacopt.cluster.policies import tuned_choice
+from pacopt.model.paper_workload import paper_instance_dict
+from pacopt.online.policies import tuned_choice
 from pacopt.solvers.api import METHODS, is_online, solve
 
 

@@ -1,4 +1,4 @@
-"""The beam search (pacopt.formulations.beam): validated answers, states merged and released
+"""The beam search (pacopt.solvers.beam): validated answers, states merged and released
 correctly, its deadline honoured, and better than the rules it is built on where it matters."""
 
 import random
@@ -9,10 +9,10 @@ from test_best_fit import validated
 from test_rollout import contended
 from test_simulator import paper_instance
 
-from pacopt.formulations.beam import _State, beam_search
-from pacopt.formulations.best_fit import BestFit
 from pacopt.formulations.offline import build_problem
-from pacopt.formulations.warm import best_warm_start, legal_degrees, online_policies
+from pacopt.solvers.beam import _State, beam_search
+from pacopt.solvers.best_fit import BestFit
+from pacopt.solvers.warm import best_warm_start, legal_degrees, online_policies
 
 
 @pytest.mark.parametrize("preset", ["ddls", "physical"])

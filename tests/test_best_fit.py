@@ -1,4 +1,4 @@
-"""The offline best-fit rules and their rollout (pacopt.formulations.best_fit): feasible and
+"""The offline best-fit rules and their rollout (pacopt.solvers.best_fit): feasible and
 validated answers, the rollout's guarantee, where best fit places, any cluster size."""
 
 import time
@@ -6,12 +6,12 @@ import time
 import pytest
 from test_rollout import contended
 
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.placement import first_fit
-from pacopt.formulations.best_fit import BestFit, rollout_best_fit
 from pacopt.formulations.offline import build_problem, check_choice, to_solution
-from pacopt.formulations.warm import best_warm_start, online_policies
+from pacopt.model.first_fit import first_fit
+from pacopt.model.instance import instance_from_dict
+from pacopt.solvers.best_fit import BestFit, rollout_best_fit
 from pacopt.solvers.validate import find_problems
+from pacopt.solvers.warm import best_warm_start, online_policies
 
 #: Two ops of 1 and 0.5 ms: split d ways at every degree, so a job at degree d is one d-block.
 TWO_OPS = {"ops": [{"id": "a", "forward_ms": 1.0, "backward_ms": 2.0, "activation_bytes": 1e6,

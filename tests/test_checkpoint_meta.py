@@ -313,11 +313,11 @@ def test_a_fine_tune_plays_only_the_cluster_it_was_trained_on(tmp_path, pipedrea
     """The shipped fine-tunes (degree features, trained and chosen on 4x4x2) could play a larger
     cluster, but online `pac-ml` leaves their distributions to the general agent there, with a
     warning; on their own cluster they play. Metadata naming another cluster counts as such."""
-    from pacopt.cluster.instance import instance_from_dict
-    from pacopt.cluster.paper_workload import on_cluster, paper_instance_dict
     from pacopt.infra.errors import PacoptWarning
     from pacopt.learned import agent
     from pacopt.learned.player import load_player
+    from pacopt.model.instance import instance_from_dict
+    from pacopt.model.paper_workload import on_cluster, paper_instance_dict
 
     paper = instance_from_dict(paper_instance_dict("A", 20000, 20))
     assert not LearnedPolicy(paper)._left_to_general[(paper.cluster, paper.model)]

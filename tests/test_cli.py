@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from pacopt.cli import pacopt_main, solve_main
-from pacopt.cluster.instance import load_instance
-from pacopt.cluster.policies import HEURISTICS
-from pacopt.cluster.solution import Solution
+from pacopt.model.instance import load_instance
+from pacopt.model.solution import Solution
+from pacopt.online.policies import HEURISTICS
 from pacopt.solvers import api
 from pacopt.solvers.registry import Method
 from pacopt.solvers.validate import find_problems
@@ -515,7 +515,7 @@ def test_a_subcommand_is_one_registration(monkeypatch, capsys):
 
 def test_failed_download_leaves_no_empty_folder(tmp_path, monkeypatch, capsys):
     """Item 7: the folders a failed download created are removed again."""
-    from pacopt.cluster import pipedream
+    from pacopt.model import pipedream
 
     def offline(dest, models=None):
         Path(dest).mkdir(parents=True, exist_ok=True)

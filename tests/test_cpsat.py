@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from offline_cases import HAND_JOBS, SMALL, small_problem
 
-from pacopt.cluster.instance import instance_from_dict
 from pacopt.formulations.cpsat import build_model, solve_cpsat
-from pacopt.formulations.decomposition import restrict
 from pacopt.formulations.offline import EPS_MS, build_problem, greedy_choice, objective
+from pacopt.model.instance import instance_from_dict
+from pacopt.solvers.decomposition import restrict
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

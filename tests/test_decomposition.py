@@ -15,10 +15,9 @@ import pytest
 from offline_cases import HAND_JOBS, SMALL, random_jobs, small_problem
 from test_cpsat import example_workload
 
-import pacopt.formulations.decomposition as decomposition
-import pacopt.formulations.realise as realisation
+import pacopt.solvers.decomposition as decomposition
+import pacopt.solvers.realise as realisation
 from pacopt.formulations.cpsat import solve_cpsat
-from pacopt.formulations.decomposition import restrict, solve_decomposed
 from pacopt.formulations.milp import solve_milp
 from pacopt.formulations.offline import (
     ExactResult,
@@ -26,8 +25,9 @@ from pacopt.formulations.offline import (
     greedy_choice,
     to_solution,
 )
-from pacopt.formulations.realise import realise
 from pacopt.infra.concurrency import Stop
+from pacopt.solvers.decomposition import restrict, solve_decomposed
+from pacopt.solvers.realise import realise
 from pacopt.solvers.validate import find_problems
 
 

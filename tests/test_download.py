@@ -9,13 +9,13 @@ import urllib.request
 import pytest
 
 from pacopt.cli import pacopt_main
-from pacopt.cluster.pipedream import (
+from pacopt.infra.errors import InputError
+from pacopt.model.pipedream import (
     PIPEDREAM_COMMIT,
     PIPEDREAM_MODELS,
     download_pipedream,
     read_pipedream,
 )
-from pacopt.infra.errors import InputError
 
 
 class FakeResponse:

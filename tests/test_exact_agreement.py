@@ -5,12 +5,12 @@ import random
 
 import pytest
 
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.policies import HEURISTICS, make_policy
-from pacopt.cluster.simulator import simulate
 from pacopt.formulations.cpsat import solve_cpsat
 from pacopt.formulations.milp import solve_milp
 from pacopt.formulations.offline import build_problem, to_solution
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.simulator import simulate
+from pacopt.online.policies import HEURISTICS, make_policy
 from pacopt.solvers.api import solve
 from pacopt.solvers.validate import find_problems
 

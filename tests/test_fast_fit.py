@@ -8,15 +8,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pacopt.cluster.graph_sources import EXAMPLES_DIR, read_graph_file
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.partition import op_counts
-from pacopt.cluster.pipedream import read_pipedream
-from pacopt.cluster.placement import FitPlan, first_fit, first_fit_reference
-from pacopt.cluster.policies import Decision
-from pacopt.cluster.settings import ModelSettings
-from pacopt.cluster.state import ClusterState
-from pacopt.cluster.topology import RampCluster
+from pacopt.model.decision import Decision
+from pacopt.model.first_fit import FitPlan, first_fit, first_fit_reference
+from pacopt.model.graph_sources import EXAMPLES_DIR, read_graph_file
+from pacopt.model.jct import JctModel
+from pacopt.model.partition import op_counts
+from pacopt.model.pipedream import read_pipedream
+from pacopt.model.settings import ModelSettings
+from pacopt.model.state import ClusterState
+from pacopt.model.topology import RampCluster
 
 #: (C, R, S, worker memory): the paper's cluster, smaller and odd ones, and memories small enough
 #: that an op's share can exceed a worker (the exact memory path).

@@ -31,16 +31,16 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from pacopt.cli import pacopt_main, solve_main
-from pacopt.cluster.graph_sources import example_instance_data
-from pacopt.cluster.instance import instance_from_dict, load_instance
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.sizes import MAX_RESULT_BYTES, result_bytes_estimate
-from pacopt.cluster.timing_cache import TimingFile, _checksum, cache_dir
 from pacopt.infra.commandline import run_command
 from pacopt.infra.errors import InputError, PacoptWarning
 from pacopt.infra.interrupt import request_stop, stoppable
 from pacopt.learned.agent import CHECKPOINT_DIR
 from pacopt.learned.train_config import TrainConfig, read_run_state, resumed_config
+from pacopt.model.graph_sources import example_instance_data
+from pacopt.model.instance import instance_from_dict, load_instance
+from pacopt.model.jct import JctModel
+from pacopt.model.sizes import MAX_RESULT_BYTES, result_bytes_estimate
+from pacopt.model.timing_cache import TimingFile, _checksum, cache_dir
 from tests.conftest import table_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -645,12 +645,11 @@ def test_ray_address_with_nothing_there_is_one_line_within_seconds(tmp_path):
 
 
 def test_the_simulator_and_the_warm_starts_honour_a_stop_at_once(tmp_path):
-    from pacopt.cluster.policies import make_policy
-    from pacopt.cluster.simulator import simulate
     from pacopt.formulations.offline import build_problem
-    from pacopt.formulations.warm import best_warm_start, online_policies
-
-    from pacopt.cluster.placers import OutOfTime
+    from pacopt.infra.interrupt import OutOfTime
+    from pacopt.model.simulator import simulate
+    from pacopt.online.policies import make_policy
+    from pacopt.solvers.warm import best_warm_start, online_policies
 
     instance = load_instance(bundled(tmp_path, 200))
     problem = build_problem(instance)  # before the stop: building it honours one too
@@ -684,7 +683,7 @@ def test_a_million_jobs_is_refused_in_seconds_not_written(tmp_path):
 
 def test_the_result_size_estimate_bounds_what_solve_writes(tmp_path):
     """So that ``validate`` (which reads up to its file cap) reads anything ``solve`` writes."""
-    from pacopt.cluster.input_spec import MAX_FILE_BYTES
+    from pacopt.model.input_spec import MAX_FILE_BYTES
     from pacopt.solvers.api import solve
 
     assert MAX_RESULT_BYTES <= MAX_FILE_BYTES

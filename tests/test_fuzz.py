@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from pacopt.cli import pacopt_main, solve_main
-from pacopt.cluster.input_spec import MAX_JOBS, MAX_SERVERS
+from pacopt.model.input_spec import MAX_JOBS, MAX_SERVERS
 
 # ----- the seeds every case is a mutation of ----------------------------------------------------
 GRAPH = {"ops": [{"id": "a", "forward_ms": 1.0, "backward_ms": 2.0, "activation_bytes": 1e6,

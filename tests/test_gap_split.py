@@ -18,8 +18,8 @@ from pacopt.analysis import (
     split_gap,
     study_from_dict,
 )
-from pacopt.cluster.solution import JobRecord, Solution
 from pacopt.infra.errors import InputError
+from pacopt.model.solution import JobRecord, Solution
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "graphs"

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pacopt.cluster.graph import graph_from_dict
 from pacopt.hetero import (
     EXAMPLE_TYPES,
     build_hetero_problem,
@@ -21,6 +20,7 @@ from pacopt.hetero import (
 from pacopt.hetero.command import hetero_main, run_method
 from pacopt.hetero.exact import solve_dp, solve_hetero_cpsat, solve_hetero_milp
 from pacopt.hetero.model import cut_bytes
+from pacopt.model.graph import graph_from_dict
 
 
 def _type(price, speed):
@@ -307,7 +307,7 @@ def test_exact_methods_agree_on_bundled_graphs():
 
 
 def test_milp_is_proven_on_a_pipedream_graph(pipedream_dir):
-    from pacopt.cluster.pipedream import read_pipedream
+    from pacopt.model.pipedream import read_pipedream
 
     graph = read_pipedream(pipedream_dir / "vgg16.txt", "vgg16")
     problem = build_hetero_problem(graph, load_types(EXAMPLE_TYPES), graph.step_ms / 8)
@@ -319,8 +319,8 @@ def test_milp_is_proven_on_a_pipedream_graph(pipedream_dir):
 
 # ----- per-type op times ----------------------------------------------------------------------------
 def test_zoo_graphs_get_roofline_times_per_type():
-    from pacopt.cluster.graph_sources import resolve_graph
     from pacopt.hetero.types import type_op_times
+    from pacopt.model.graph_sources import resolve_graph
 
     bundled = json.loads(EXAMPLE_TYPES.read_text())
     types = types_from_dict({**bundled, "types": {k: bundled["types"][k] for k in ("a100", "h100")},

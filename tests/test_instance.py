@@ -8,7 +8,8 @@ import jsonschema
 import pytest
 from offline_cases import TINY
 
-from pacopt.cluster.instance import (
+from pacopt.infra.errors import InputError
+from pacopt.model.instance import (
     SCHEMA_PATH,
     Instance,
     JobSpec,
@@ -16,9 +17,8 @@ from pacopt.cluster.instance import (
     instance_json_schema,
     load_instance,
 )
-from pacopt.cluster.settings import ModelSettings
-from pacopt.cluster.topology import RampCluster
-from pacopt.infra.errors import InputError
+from pacopt.model.settings import ModelSettings
+from pacopt.model.topology import RampCluster
 
 # The inline-graph example of docs/formats.md: one step = 1 + 2 + 0.5 + 1 = 4.5 ms, so 225 ms in 50 steps.
 TINY_SEQ_JCT = 225.0
@@ -217,7 +217,7 @@ def test_graph_files_missing_or_bad(tmp_path):
 # ----- schema ------------------------------------------------------------------------------------
 def test_committed_schema_is_current():
     assert json.loads(SCHEMA_PATH.read_text()) == instance_json_schema(), \
-        "regenerate with: python -m pacopt.cluster.instance"
+        "regenerate with: python -m pacopt.model.instance"
 
 
 @pytest.fixture

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from pacopt.cluster.graph_sources import example_instance_data
-from pacopt.cluster.instance import load_instance
-from pacopt.cluster.solution import Solution
+from pacopt.model.graph_sources import example_instance_data
+from pacopt.model.instance import load_instance
+from pacopt.model.solution import Solution
 from pacopt.solvers.validate import find_problems
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -5,14 +5,14 @@ import math
 
 import pytest
 
-from pacopt.cluster.communication import all_reduce_seconds, one_to_one_seconds
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.partition import DATA, SYNC, op_counts, partition
-from pacopt.cluster.pipedream import PAPER_GRAPHS, read_pipedream
-from pacopt.cluster.placement import first_fit
-from pacopt.cluster.settings import ModelSettings
-from pacopt.cluster.step import simulate_step
-from pacopt.cluster.topology import RampCluster
+from pacopt.model.communication import all_reduce_seconds, one_to_one_seconds
+from pacopt.model.first_fit import first_fit
+from pacopt.model.jct import JctModel
+from pacopt.model.partition import DATA, SYNC, op_counts, partition
+from pacopt.model.pipedream import PAPER_GRAPHS, read_pipedream
+from pacopt.model.settings import ModelSettings
+from pacopt.model.step import simulate_step
+from pacopt.model.topology import RampCluster
 
 CLUSTER = RampCluster()
 DDLS = ModelSettings(preset="ddls")

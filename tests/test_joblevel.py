@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from pacopt.cluster.graph import graph_from_dict
-from pacopt.cluster.graph_sources import read_graph_file
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.partition import op_count
-from pacopt.cluster.placement import Placement
-from pacopt.cluster.settings import ModelSettings
-from pacopt.cluster.topology import RampCluster
 from pacopt.formulations.joblevel import allowed_counts, model_jct_ms, optimise_job
+from pacopt.model.first_fit import Placement
+from pacopt.model.graph import graph_from_dict
+from pacopt.model.graph_sources import read_graph_file
+from pacopt.model.jct import JctModel
+from pacopt.model.partition import op_count
+from pacopt.model.settings import ModelSettings
+from pacopt.model.topology import RampCluster
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "graphs"
 RAMP = RampCluster()

@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from pacopt.cluster.paper_workload import TRAIN_SEED_RANGE
+from pacopt.model.paper_workload import TRAIN_SEED_RANGE
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

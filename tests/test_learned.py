@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.logger import Logger
 
-from pacopt.cluster.instance import instance_from_dict
 from pacopt.infra.errors import InputError
 from pacopt.learned.agent import LearnedPolicy, load_checkpoint
 from pacopt.learned.env import PartitionEnv, WorkloadFamily
@@ -32,6 +31,7 @@ from pacopt.learned.features import (
 )
 from pacopt.learned.gnn import DegreePolicy, greedy_degree
 from pacopt.learned.train import play
+from pacopt.model.instance import instance_from_dict
 from pacopt.solvers.api import solve
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -102,7 +102,7 @@ def test_mask_allows_reject_and_only_degrees_that_are_placed_in_time(env):
 
 
 def test_graphs_larger_than_the_padding_are_coarsened():
-    from pacopt.cluster.graph import JobGraph, Op
+    from pacopt.model.graph import JobGraph, Op
 
     n = MAX_NODES * 3
     ops = tuple(Op(f"o{i}", 1.0, 2.0, 1e6, 1e3) for i in range(n))
@@ -449,8 +449,8 @@ def _agent_and_instance(num_jobs: int, seed: int = 5):
 def test_rollouts_over_the_agent_keep_its_history_apart():
     """The agent remembers the betas it has seen; each what-if fork plays its own copy
     (``LearnedPolicy.fork``), so scoring forks never changes the agent's later decisions."""
-    from pacopt.cluster.rollout import Rollout
-    from pacopt.cluster.simulator import OnlineEpisode
+    from pacopt.model.simulator import OnlineEpisode
+    from pacopt.online.rollout import Rollout
 
     scored, instance = _agent_and_instance(30)
     plain = LearnedPolicy(network=scored.player.network)
@@ -468,8 +468,8 @@ def test_a_whole_episode_rollout_never_loses_to_the_agent():
     """One step of policy improvement over a deterministic learned agent (hindsight, the whole
     remaining episode as horizon) accepts at least as many jobs: the step policy iteration
     repeats."""
-    from pacopt.cluster.rollout import Rollout, play_rollout
-    from pacopt.cluster.simulator import simulate
+    from pacopt.model.simulator import simulate
+    from pacopt.online.rollout import Rollout, play_rollout
 
     agent, instance = _agent_and_instance(24)
     improved = play_rollout(instance, Rollout(agent, len(instance.jobs)))
@@ -502,9 +502,9 @@ def test_a_short_policy_iteration_run_improves_on_its_starting_policy(pipedream_
     alone. (The first round's student plays para-max's degrees: imitation picks up the
     teacher's departures from its base only in the rounds after, as in the longer runs of
     ``docs/learned.md``.)"""
-    from pacopt.cluster.policies import make_policy
-    from pacopt.cluster.simulator import simulate
     from pacopt.learned.train import TrainConfig, validate_policy, warm_start
+    from pacopt.model.simulator import simulate
+    from pacopt.online.policies import make_policy
 
     config = TrainConfig(distributions=("A",), placement="best-fit", num_jobs=100, envs=1,
                          teacher="improve:para-max", warm_episodes=1, dagger_rounds=2,

@@ -3,10 +3,10 @@
 import pytest
 from offline_cases import CNN, SMALL_CLUSTER, TINY, random_jobs
 
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.simulator import simulate
-from pacopt.formulations.lp_online import LpOnline
 from pacopt.infra.errors import InputError
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.simulator import simulate
+from pacopt.online.lp_online import LpOnline
 from pacopt.solvers.api import solve
 from pacopt.solvers.validate import find_problems
 

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 from offline_cases import SMALL, random_jobs, small_problem
 
-from pacopt.formulations.lp_round import (
+from pacopt.formulations.milp import solve_milp
+from pacopt.formulations.offline import to_solution
+from pacopt.formulations.packing_lp import solve_lp
+from pacopt.infra.interrupt import request_stop, stoppable
+from pacopt.solvers.api import solve
+from pacopt.solvers.lp_round import (
     Board,
     _Columns,
     _preference,
@@ -14,12 +19,7 @@ from pacopt.formulations.lp_round import (
     lp_round,
     repair,
     round_once,
-    solve_lp,
 )
-from pacopt.formulations.milp import solve_milp
-from pacopt.formulations.offline import to_solution
-from pacopt.infra.interrupt import request_stop, stoppable
-from pacopt.solvers.api import solve
 from pacopt.solvers.validate import find_problems
 
 CASES = {**SMALL, "random-7": random_jobs(7, 16), "random-8": random_jobs(8, 20)}
@@ -136,8 +136,8 @@ def test_every_pair_conflict_is_resolved():
 
 def test_a_stop_while_its_problem_is_built_returns_the_best_online_episode(problems,
                                                                           monkeypatch):
-    import pacopt.formulations.lp_round as lp_round_module
-    from pacopt.cluster.placers import OutOfTime
+    import pacopt.solvers.lp_round as lp_round_module
+    from pacopt.infra.interrupt import OutOfTime
 
     def cut(*args, **kwargs):
         raise OutOfTime("stopped while building the conflict rows")

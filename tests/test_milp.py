@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.policies import make_policy
-from pacopt.cluster.simulator import simulate
 from pacopt.formulations.milp import build_model, compile_model, solve_milp
 from pacopt.formulations.offline import build_problem, check_choice, objective
-from pacopt.formulations.warm import warm_start_from
 from pacopt.infra.interrupt import stoppable
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.simulator import simulate
+from pacopt.online.policies import make_policy
+from pacopt.solvers.warm import warm_start_from
 
 GRAPHS = Path(__file__).resolve().parents[1] / "examples" / "graphs"
 

@@ -8,14 +8,6 @@ import time
 
 import pytest
 
-from pacopt.cluster.graph_sources import EXAMPLES_DIR, read_graph_file
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.partition import op_counts
-from pacopt.cluster.pipedream import PAPER_GRAPHS, read_pipedream
-from pacopt.cluster.placement import first_fit
-from pacopt.cluster.policies import make_policy
-from pacopt.cluster.simulator import simulate
-from pacopt.cluster.topology import RampCluster
 from pacopt.formulations.bound import solve_relaxation, worker_count_bound
 from pacopt.formulations.offline import (
     build_problem,
@@ -24,6 +16,14 @@ from pacopt.formulations.offline import (
     to_solution,
 )
 from pacopt.infra.interrupt import stoppable
+from pacopt.model.first_fit import first_fit
+from pacopt.model.graph_sources import EXAMPLES_DIR, read_graph_file
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.partition import op_counts
+from pacopt.model.pipedream import PAPER_GRAPHS, read_pipedream
+from pacopt.model.simulator import simulate
+from pacopt.model.topology import RampCluster
+from pacopt.online.policies import make_policy
 from pacopt.solvers.validate import find_problems
 
 CLUSTER = RampCluster()

@@ -11,17 +11,17 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from pacopt.cluster.paper_workload import paper_instance
-from pacopt.cluster.placers import PLACERS, check_placer
-from pacopt.cluster.policies import make_policy
-from pacopt.cluster.recognise import (
+from pacopt.infra.errors import InputError
+from pacopt.model.paper_workload import paper_instance
+from pacopt.model.placers import PLACERS, check_placer
+from pacopt.model.simulator import simulate
+from pacopt.model.workload import paper as paper_beta
+from pacopt.online.policies import make_policy
+from pacopt.online.recognise import (
     BetaRecogniser,
     instance_distribution,
     nearest_paper_distribution,
 )
-from pacopt.cluster.simulator import simulate
-from pacopt.cluster.workload import paper as paper_beta
-from pacopt.infra.errors import InputError
 from pacopt.solvers.api import METHODS, solve
 
 SHARED = 40  # jobs both instances have in common, first

@@ -2,8 +2,8 @@
 
 import pytest
 
-from pacopt.cluster.pipedream import PIPEDREAM_MODELS, parse_pipedream, read_pipedream
 from pacopt.infra.errors import InputError
+from pacopt.model.pipedream import PIPEDREAM_MODELS, parse_pipedream, read_pipedream
 
 # (forward ops, forward deps, sequential JCT over 50 steps): PAC-ML's graph table
 # (pacml-paper-digest.md 6.2 gives 2n ops and 2|E|+1 deps).

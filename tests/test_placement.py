@@ -4,13 +4,13 @@ import random
 
 import pytest
 
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.partition import op_counts, partition
-from pacopt.cluster.pipedream import read_pipedream
-from pacopt.cluster.placement import Placement, first_fit
-from pacopt.cluster.settings import ModelSettings
-from pacopt.cluster.step import simulate_step
-from pacopt.cluster.topology import RampCluster
+from pacopt.model.first_fit import Placement, first_fit
+from pacopt.model.jct import JctModel
+from pacopt.model.partition import op_counts, partition
+from pacopt.model.pipedream import read_pipedream
+from pacopt.model.settings import ModelSettings
+from pacopt.model.step import simulate_step
+from pacopt.model.topology import RampCluster
 
 CLUSTER = RampCluster()
 

@@ -1,4 +1,4 @@
-"""Placers as a choice of the online simulator (pacopt.cluster.placers): best fit is the offline
+"""Placers as a choice of the online simulator (pacopt.model.placers): best fit is the offline
 rule's placement, every placer's placements validate, explicit placements are checked, the
 placer is a flag of solve and a field of the instance, and first-fit stays the default."""
 
@@ -11,23 +11,24 @@ from test_best_fit import TWO_OPS
 from test_rollout import contended
 
 from pacopt.cli import solve_main
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.placement import Placement
-from pacopt.cluster.placers import (
+from pacopt.formulations.offline import build_problem
+from pacopt.infra.errors import InputError
+from pacopt.model.decision import Placed
+from pacopt.model.first_fit import Placement
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.jct import JctModel
+from pacopt.model.placers import (
     PLACERS,
     InvalidPlacement,
     check_placer,
     footprint_placements,
     free_block_score,
 )
-from pacopt.cluster.policies import Placed, make_policy, tuned_basis, tuned_choice
-from pacopt.cluster.simulator import OnlineEpisode, simulate
-from pacopt.cluster.solution import Solution
-from pacopt.formulations.best_fit import BestFit
-from pacopt.formulations.offline import build_problem
-from pacopt.infra.errors import InputError
+from pacopt.model.simulator import OnlineEpisode, simulate
+from pacopt.model.solution import Solution
+from pacopt.online.policies import make_policy, tuned_basis, tuned_choice
 from pacopt.solvers.api import solve
+from pacopt.solvers.best_fit import BestFit
 from pacopt.solvers.validate import find_problems
 
 

@@ -132,7 +132,7 @@ def test_a_later_process_plays_the_shipped_agents_without_torch(tmp_path):
     from there without importing torch, torch-geometric or stable-baselines3, and decides every
     job alike."""
     script = ("import json, sys\n"
-              "from pacopt.cluster.instance import load_instance\n"
+              "from pacopt.model.instance import load_instance\n"
               "from pacopt.solvers.api import solve\n"
               f"solution = solve(load_instance({str(EXAMPLES / 'bundled.json')!r}), 'pac-ml')\n"
               "print(json.dumps({'jobs': [[j.degree, j.blocks, j.start_ms] for j in solution.jobs],"

@@ -5,28 +5,23 @@ import math
 import numpy as np
 import pytest
 
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.paper_workload import (
+from pacopt.infra.errors import InputError
+from pacopt.model.decision import Decision
+from pacopt.model.jct import JctModel
+from pacopt.model.paper_workload import (
     HELD_OUT_SEEDS,
     PAPER_DISTRIBUTIONS,
     TUNING_SEEDS,
     paper_instance,
 )
-from pacopt.cluster.pipedream import read_pipedream
-from pacopt.cluster.policies import (
-    Decision,
-    load_tuned,
-    make_policy,
-    tuned_choice,
-    tuned_default_choice,
-)
-from pacopt.cluster.recognise import nearest_paper_distribution
-from pacopt.cluster.settings import ModelSettings
-from pacopt.cluster.simulator import simulate
-from pacopt.cluster.state import ClusterState
-from pacopt.cluster.topology import RampCluster
-from pacopt.cluster.workload import paper as paper_beta
-from pacopt.infra.errors import InputError
+from pacopt.model.pipedream import read_pipedream
+from pacopt.model.settings import ModelSettings
+from pacopt.model.simulator import simulate
+from pacopt.model.state import ClusterState
+from pacopt.model.topology import RampCluster
+from pacopt.model.workload import paper as paper_beta
+from pacopt.online.policies import load_tuned, make_policy, tuned_choice, tuned_default_choice
+from pacopt.online.recognise import nearest_paper_distribution
 
 CLUSTER = RampCluster()
 

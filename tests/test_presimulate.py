@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.paper_workload import on_cluster, paper_instance_dict
-from pacopt.cluster.policies import make_policy
-from pacopt.cluster.simulator import simulate
 from pacopt.infra.interrupt import request_stop, stoppable
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.jct import JctModel
+from pacopt.model.paper_workload import on_cluster, paper_instance_dict
+from pacopt.model.simulator import simulate
+from pacopt.online.policies import make_policy
 from pacopt.solvers import presimulate, validate
 from pacopt.solvers.api import solve
 from pacopt.solvers.presimulate import Presimulation, start_beside, worth_starting

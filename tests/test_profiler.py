@@ -7,11 +7,11 @@ import pytest
 import torch
 from torch import nn
 
-from pacopt.cluster.graph import graph_from_dict
-from pacopt.cluster.graph_sources import read_graph_file, save_graph
-from pacopt.cluster.profiler import A100, Hardware, profile_model
-from pacopt.cluster.zoo import ZOO, profile_zoo_model
 from pacopt.infra.errors import InputError
+from pacopt.model.graph import graph_from_dict
+from pacopt.model.graph_sources import read_graph_file, save_graph
+from pacopt.model.profiler import A100, Hardware, profile_model
+from pacopt.model.zoo import ZOO, profile_zoo_model
 
 GRAPHS = Path(__file__).resolve().parents[1] / "examples" / "graphs"
 

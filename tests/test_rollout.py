@@ -1,4 +1,4 @@
-"""Rollout improvement (pacopt.cluster.rollout): its guarantee, its sampled-future splice, and its
+"""Rollout improvement (pacopt.online.rollout): its guarantee, its sampled-future splice, and its
 use as the exact methods' warm start."""
 
 import time
@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.policies import make_policy
-from pacopt.cluster.rollout import Rollout, play_rollout
-from pacopt.cluster.simulator import OnlineEpisode, simulate
 from pacopt.formulations.offline import build_problem, check_choice
-from pacopt.formulations.warm import best_warm_start
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.jct import JctModel
+from pacopt.model.simulator import OnlineEpisode, simulate
+from pacopt.online.policies import make_policy
+from pacopt.online.rollout import Rollout, play_rollout
 from pacopt.solvers.validate import find_problems
+from pacopt.solvers.warm import best_warm_start
 
 GRAPHS = Path(__file__).resolve().parents[1] / "examples" / "graphs"
 
@@ -74,7 +74,7 @@ def test_a_sampled_future_equal_to_the_real_one_decides_as_hindsight():
 def test_a_guarded_rollout_departs_only_by_more_than_its_noise():
     """Played as a policy with ``significance`` z, a rollout keeps the base policy's degree
     unless another degree's paired gain clears z standard errors (as the training teacher's
-    guard, :func:`pacopt.cluster.rollout.guarded`); without the guard the best mean wins."""
+    guard, :func:`pacopt.online.rollout.guarded`); without the guard the best mean wins."""
     per_stream = {2: np.array([5.0, 5, 5, 5]),   # the base's degree
                   4: np.array([9.0, 2, 9, 2]),   # gains 4, -3, 4, -3: mean 0.5, error 2.02
                   8: np.array([6.0, 6, 7, 6])}   # gains 1, 1, 2, 1: mean 1.25, error 0.25

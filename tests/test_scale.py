@@ -14,19 +14,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from offline_cases import CNN, TINY
 
-from pacopt.cluster import placers
-from pacopt.cluster.graph_sources import read_graph_file
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.partition import op_counts
-from pacopt.cluster.placers import OutOfTime, check_explicit, footprints
-from pacopt.cluster.settings import ModelSettings
-from pacopt.cluster.tiles import tiling
-from pacopt.cluster.topology import RampCluster
 from pacopt.formulations import offline
 from pacopt.formulations.cpsat import solve_cpsat
 from pacopt.formulations.offline import build_problem, candidate_placements
-from pacopt.infra.interrupt import request_stop, stoppable
+from pacopt.infra.interrupt import OutOfTime, request_stop, stoppable
+from pacopt.model import placers
+from pacopt.model.graph_sources import read_graph_file
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.jct import JctModel
+from pacopt.model.partition import op_counts
+from pacopt.model.placers import check_explicit, footprints
+from pacopt.model.settings import ModelSettings
+from pacopt.model.tiles import tiling
+from pacopt.model.topology import RampCluster
 from pacopt.solvers.api import solve
 
 GRAPHS = {"cnn": {"file": CNN}, "tiny": TINY}
@@ -280,9 +280,9 @@ def test_a_capped_bound_counts_the_degrees_no_tile_holds(pipedream_env):
     episode, a result the validator refused; ``lp-round`` called its 58 of 60 optimal), and
     under ``physical``, where it bounds the
     capped problem only, the bound reported is the decidable jobs'."""
-    from pacopt.cluster.paper_workload import on_cluster, paper_instance_dict
     from pacopt.formulations.bound import worker_count_bound
     from pacopt.formulations.offline import decidable_jobs
+    from pacopt.model.paper_workload import on_cluster, paper_instance_dict
 
     inst = instance_from_dict(on_cluster(paper_instance_dict("A", 10000, 60), (32, 32, 1)))
     problem = build_problem(inst)
@@ -310,7 +310,7 @@ def test_lp_round_on_capped_candidates_keeps_a_better_online_episode(monkeypatch
     that episode, validated, with its own bound; on a cluster without tiles its rounding
     stands. A rounding that accepts nothing stands in for a poor one here."""
     from pacopt.formulations import lp_round
-    from pacopt.formulations.lp_round import RoundingResult
+    from pacopt.solvers.lp_round import RoundingResult
 
     monkeypatch.setattr(lp_round, "lp_round", lambda problem, **kwargs: RoundingResult(
         chosen={}, lp_bound=None, lps=0, lp_seconds=0.0))
@@ -398,7 +398,7 @@ def test_ctrl_c_while_the_method_state_is_freed_keeps_the_result(monkeypatch):
 
 
 def test_ctrl_c_while_writing_writes_the_result_and_exits_130(monkeypatch, tmp_path):
-    from pacopt.cluster.solution import Solution
+    from pacopt.model.solution import Solution
     from pacopt.solvers.commands import solve_command
 
     real = Solution.save
@@ -455,8 +455,8 @@ def test_compact_on_a_tiled_cluster_takes_the_fastest_free_footprint_of_any_tile
     """On 8x8x4 (four 4x4x4 tiles) compact's choice for each degree is as fast as the fastest
     free footprint over every tile's translates, and lies in the tile it names, whichever
     tiles the running jobs hold."""
-    from pacopt.cluster.policies import make_policy
-    from pacopt.cluster.simulator import OnlineEpisode
+    from pacopt.model.simulator import OnlineEpisode
+    from pacopt.online.policies import make_policy
 
     data = {"cluster": {"communication_groups": 8, "racks_per_group": 8, "servers_per_rack": 4},
             "model": {"preset": "physical", "placement": "compact"}, "graphs": GRAPHS,

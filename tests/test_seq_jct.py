@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.pipedream import read_pipedream
-from pacopt.cluster.simulator import simulate
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.pipedream import read_pipedream
+from pacopt.model.simulator import simulate
 
 #: The reference's 50-step sequential JCTs (left-to-right float sums, then x 50).
 REFERENCE_SEQ_JCT = {"vgg16": 34525.350000000006, "resnet18": 36668.350000000006,

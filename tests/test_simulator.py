@@ -2,10 +2,10 @@
 
 import pytest
 
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.policies import make_policy
-from pacopt.cluster.simulator import OnlineEpisode, simulate
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.jct import JctModel
+from pacopt.model.simulator import OnlineEpisode, simulate
+from pacopt.online.policies import make_policy
 from pacopt.solvers.validate import find_problems
 
 
@@ -188,8 +188,7 @@ class StoppedInsideAPlacer(Always):
         self.calls, self.stop = 0, stop
 
     def choose(self, decision):
-        from pacopt.cluster.placers import OutOfTime
-        from pacopt.infra.interrupt import request_stop
+        from pacopt.infra.interrupt import OutOfTime, request_stop
 
         self.calls += 1
         if self.calls == 3:
@@ -200,8 +199,7 @@ class StoppedInsideAPlacer(Always):
 
 
 def test_a_stop_inside_a_placer_rejects_the_job_and_ends_the_episode(pipedream_dir):
-    from pacopt.cluster.placers import OutOfTime
-    from pacopt.infra.interrupt import stoppable
+    from pacopt.infra.interrupt import OutOfTime, stoppable
 
     instance = alexnet_instance(pipedream_dir, [(i * 1000.0, 1.0) for i in range(6)])
     with stoppable():

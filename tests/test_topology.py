@@ -2,8 +2,8 @@
 
 import pytest
 
-from pacopt.cluster.topology import DIAGONAL, RampCluster
 from pacopt.infra.errors import InputError
+from pacopt.model.topology import DIAGONAL, RampCluster
 
 CLUSTER = RampCluster()
 

@@ -16,15 +16,16 @@ import pytest
 from offline_cases import TINY
 
 from pacopt.cli import pacopt_main, solve_main
-from pacopt.cluster.graph import graph_from_dict
-from pacopt.cluster.graph_sources import EXAMPLES_DIR, read_graph_file
-from pacopt.cluster.instance import SCHEMA_PATH, instance_from_dict, load_instance
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.policies import Decision
-from pacopt.cluster.settings import ModelSettings
-from pacopt.cluster.state import ClusterState
-from pacopt.cluster.topology import RampCluster
-from pacopt.cluster.trace import (
+from pacopt.infra.errors import InputError
+from pacopt.model.decision import Decision
+from pacopt.model.graph import graph_from_dict
+from pacopt.model.graph_sources import EXAMPLES_DIR, read_graph_file
+from pacopt.model.instance import SCHEMA_PATH, instance_from_dict, load_instance
+from pacopt.model.jct import JctModel
+from pacopt.model.settings import ModelSettings
+from pacopt.model.state import ClusterState
+from pacopt.model.topology import RampCluster
+from pacopt.model.trace import (
     DEFAULT_LOAD,
     RAW_GRAPHS,
     TraceSpec,
@@ -33,13 +34,12 @@ from pacopt.cluster.trace import (
     read_trace,
     requested_degree,
 )
-from pacopt.cluster.trace_policies import (
+from pacopt.online.trace_policies import (
     ElasticFlow,
     buddy_levels,
     elasticflow_degree,
     make_trace_policy,
 )
-from pacopt.infra.errors import InputError
 from pacopt.solvers.api import solve
 
 GENERATED_HEADER = (
@@ -409,7 +409,7 @@ def test_bundled_trace_graphs_have_their_published_sizes(name, params_m):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["bert", "gpt2", "deepspeech2"])
 def test_bundled_trace_graphs_are_current(name):
-    from pacopt.cluster.zoo import profile_zoo_model
+    from pacopt.model.zoo import profile_zoo_model
 
     assert read_graph_file(EXAMPLES_DIR / f"{name}.json") == profile_zoo_model(name), \
         "stale: rerun examples/make_graphs.py"

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pacopt.cluster.paper_workload import TRAIN_SEED_RANGE
 from pacopt.infra.interrupt import request_stop, stoppable
+from pacopt.model.paper_workload import TRAIN_SEED_RANGE
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from pacopt.cluster.placers import DEFAULT_PLACER
-from pacopt.cluster.trace import evaluation_rows, read_trace
 from pacopt.infra.errors import InputError
 from pacopt.learned.agent import CHECKPOINT_DIR, default_checkpoint
 from pacopt.learned.env import PartitionEnv, TraceFamily
 from pacopt.learned.train import teacher_chooser
 from pacopt.learned.train_config import TrainConfig
+from pacopt.model.placers import DEFAULT_PLACER
+from pacopt.model.trace import evaluation_rows, read_trace
 
 HEADER = "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,duration"
 

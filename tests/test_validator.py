@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.policies import HEURISTICS, make_policy
-from pacopt.cluster.simulator import simulate
-from pacopt.cluster.solution import Solution
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.simulator import simulate
+from pacopt.model.solution import Solution
+from pacopt.online.policies import HEURISTICS, make_policy
 from pacopt.solvers import api
 from pacopt.solvers.api import solve
 from pacopt.solvers.validate import ValidationError, find_problems, validate

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from pacopt.cluster.instance import instance_from_dict
-from pacopt.cluster.policies import make_policy
-from pacopt.cluster.simulator import simulate
 from pacopt.formulations.offline import build_problem, check_choice, greedy_choice
-from pacopt.formulations.warm import warm_start_from
 from pacopt.infra.errors import PacoptWarning
+from pacopt.model.instance import instance_from_dict
+from pacopt.model.simulator import simulate
+from pacopt.online.policies import make_policy
+from pacopt.solvers.warm import warm_start_from
 from tests.conftest import table_checkpoint
 
 GRAPHS = Path(__file__).resolve().parents[1] / "examples" / "graphs"
@@ -82,8 +82,8 @@ def test_greedy_choice_takes_the_first_compatible_candidate(ddls):
 def test_every_registered_online_method_is_a_warm_start(ddls):
     """Every policy family of the registry is played (parametric ones at every legal degree),
     the usual winners first, and the best start is at least as good as each one's episode."""
-    from pacopt.cluster.policies import POLICIES
-    from pacopt.formulations.warm import ONLINE_ORDER, best_warm_start, online_policies
+    from pacopt.online.policies import POLICIES
+    from pacopt.solvers.warm import ONLINE_ORDER, best_warm_start, online_policies
 
     policies = online_policies(ddls.instance)
     names = [policy.name for policy in policies]
@@ -109,8 +109,8 @@ def test_exact_methods_add_the_shipped_agent_last(ddls, monkeypatch, tmp_path):
     the instance (a table of degrees, as the shipped agents had before 2026-11-28, on a cluster
     allowing others) instead of failing; the shipped agents, with degree features, play such a
     cluster."""
-    from pacopt.formulations.warm import best_warm_start
     from pacopt.solvers.exact_runner import learned_policies
+    from pacopt.solvers.warm import best_warm_start
 
     agents = list(learned_policies(ddls.instance))
     assert [agent.name.split("(")[0] for agent in agents] == ["pac-ml"]

@@ -7,7 +7,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from pacopt.cluster.workload import (
+from pacopt.infra.errors import InputError
+from pacopt.model.workload import (
     PAPER_SKEWNESS,
     CustomSkewNorm,
     Fixed,
@@ -17,7 +18,6 @@ from pacopt.cluster.workload import (
     paper,
     write_paper_pmfs,
 )
-from pacopt.infra.errors import InputError
 
 # The paper digest's table (section 6.3): mean, median, 10th and 90th percentiles.
 DIGEST = {"A": (0.55, 0.55, 0.19, 0.91), "B": (0.27, 0.25, 0.14, 0.44),
@@ -85,8 +85,8 @@ def test_stored_paper_pmfs_are_the_skew_normal_ones_bit_for_bit(name, tmp_path):
 
 
 def test_drawing_and_recognising_paper_betas_do_not_import_scipy_stats():
-    code = ("import sys; from pacopt.cluster.workload import paper; "
-            "from pacopt.cluster.recognise import BetaRecogniser; [paper(n) for n in 'ABCD']; "
+    code = ("import sys; from pacopt.model.workload import paper; "
+            "from pacopt.online.recognise import BetaRecogniser; [paper(n) for n in 'ABCD']; "
             "r = BetaRecogniser(); r.note(0, 0.3); r.guess; print('scipy.stats' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

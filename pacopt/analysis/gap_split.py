@@ -37,11 +37,11 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 from matplotlib.figure import Figure
 
-from pacopt.cluster.instance import Instance
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.policies import HEURISTICS
-from pacopt.cluster.solution import Solution
 from pacopt.infra.errors import InputError
+from pacopt.model.instance import Instance
+from pacopt.model.jct import JctModel
+from pacopt.model.solution import Solution
+from pacopt.online.policies import HEURISTICS
 from pacopt.solvers.api import solve
 from pacopt.solvers.registry import is_online
 

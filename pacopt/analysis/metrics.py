@@ -6,7 +6,7 @@ Most functions take the **jobs frame** (:func:`jobs_frame`): one row per job per
 result's cell parameters (method, distribution, seed, ...) beside the job's own columns (graph,
 beta, beta band, accepted, reason, degree, workers, jct_ms, seq_jct_ms, speedup). Throughput and
 worker utilisation per result are columns of the study table already (definitions in
-:mod:`pacopt.cluster.episode_stats`); :func:`summary` averages any table columns over seeds.
+:mod:`pacopt.model.episode_stats`); :func:`summary` averages any table columns over seeds.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pacopt.cluster.jct import JobTable
-from pacopt.cluster.solution import REASONS, Solution
+from pacopt.model.jct import JobTable
+from pacopt.model.solution import REASONS, Solution
 
 #: Edges of the beta bands (deadline as a fraction of the sequential JCT): strict to lenient.
 BETA_BANDS = (0.1, 0.25, 0.5, 0.75, 1.0)
@@ -188,7 +188,7 @@ def compare_jobs(a: Solution, b: Solution, labels: tuple[str, str] | None = None
 
 
 def degree_table(tables: Mapping[str, JobTable]) -> pd.DataFrame:
-    """Per-degree tables (label -> :class:`~pacopt.cluster.jct.JobTable`, e.g. one graph under
+    """Per-degree tables (label -> :class:`~pacopt.model.jct.JobTable`, e.g. one graph under
     both presets) as one long frame of the placeable degrees: ``label``, ``graph``, ``preset``,
     ``degree``, ``workers``, ``jct_ms``, ``speedup`` (sequential JCT / JCT) and ``comm_share``
     (exposed communication / JCT)."""

@@ -24,9 +24,9 @@ from pacopt.analysis.metrics import (
     utilisation_over_time,
 )
 from pacopt.analysis.table import EXACT_STATUSES
-from pacopt.cluster.jct import JobTable
-from pacopt.cluster.solution import Solution
 from pacopt.infra.errors import InputError
+from pacopt.model.jct import JobTable
+from pacopt.model.solution import Solution
 
 _OPT_COLOUR, _BOUND_COLOUR = "0.25", "0.65"
 #: Colours of methods, the same in every plot (tab20 without its greys, kept for the optimum).

@@ -48,8 +48,8 @@ _MODELS: dict = {}  # per process: (cluster, model settings) -> JctModel, so tab
 
 def run_cell(cell: Cell) -> tuple[dict, str | None]:
     """Solve one cell: its table row and its result JSON (None if it failed)."""
-    from pacopt.cluster.instance import instance_from_dict, load_instance
-    from pacopt.cluster.jct import JctModel
+    from pacopt.model.instance import instance_from_dict, load_instance
+    from pacopt.model.jct import JctModel
     from pacopt.solvers.api import solve
 
     started = time.perf_counter()

@@ -48,27 +48,14 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pacopt.cluster.input_spec import SpecModel, field_path
-from pacopt.cluster.instance import (
-    ClusterSpec,
-    GraphSpec,
-    instance_from_dict,
-    load_instance,
-)
-from pacopt.cluster.paper_workload import (
-    HELD_OUT_SEEDS,
-    PAPER_DISTRIBUTIONS,
-    PAPER_GRAPHS,
-)
-from pacopt.cluster.placers import check_placer
-from pacopt.cluster.settings import PRESETS
-from pacopt.cluster.sizes import check_result_size
-from pacopt.cluster.trace import (
-    DEFAULT_LOAD,
-    DEFAULT_NUM_JOBS,
-    DEFAULT_TIME_COMPRESSION,
-)
 from pacopt.infra.errors import InputError
+from pacopt.model.input_spec import SpecModel, field_path
+from pacopt.model.instance import ClusterSpec, GraphSpec, instance_from_dict, load_instance
+from pacopt.model.paper_workload import HELD_OUT_SEEDS, PAPER_DISTRIBUTIONS, PAPER_GRAPHS
+from pacopt.model.placers import check_placer
+from pacopt.model.settings import PRESETS
+from pacopt.model.sizes import check_result_size
+from pacopt.model.trace import DEFAULT_LOAD, DEFAULT_NUM_JOBS, DEFAULT_TIME_COMPRESSION
 from pacopt.solvers.api import check_options, check_run, solve
 from pacopt.solvers.registry import METHODS, method_family
 
@@ -136,7 +123,7 @@ class WorkloadGrid(SpecModel):
 
 
 class TraceWindow(SpecModel):
-    """One window of a trace (:class:`pacopt.cluster.trace.TraceSpec`'s window fields)."""
+    """One window of a trace (:class:`pacopt.model.trace.TraceSpec`'s window fields)."""
 
     start_s: float | None = Field(None, ge=0)
     num_jobs: int | None = Field(DEFAULT_NUM_JOBS, ge=1)

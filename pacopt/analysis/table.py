@@ -7,7 +7,7 @@ Row columns: the cell (``cell``, ``instance``, ``method``, ``method_name``, ``op
 ``instance_file``), the outcome (``placement``: the online placer or ``offline``, ``status``,
 ``validated``, ``arrived``, ``accepted``, ``blocking_rate``, ``bound_accepted``, ``solver_gap``,
 ``blocked_<reason>``), the episode metrics
-of :mod:`pacopt.cluster.episode_stats` (``throughput_jobs_per_hour``, ``demand_throughput_bytes_per_s``,
+of :mod:`pacopt.model.episode_stats` (``throughput_jobs_per_hour``, ``demand_throughput_bytes_per_s``,
 ``worker_utilisation``, ``mean_jct_ms``, ``mean_speedup``, ``mean_degree``), ``solve_seconds``
 and ``error`` (the reason of a failed cell).
 
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from pacopt.cluster.solution import REASONS, Solution
+from pacopt.model.solution import REASONS, Solution
 
 if TYPE_CHECKING:
     from pacopt.analysis.study_spec import Cell

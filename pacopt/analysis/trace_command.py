@@ -15,14 +15,14 @@ import os
 import sys
 from pathlib import Path
 
-from pacopt.cluster.input_spec import check_file
 from pacopt.infra.commandline import CommandParser, emit_lines
 from pacopt.infra.errors import InputError
+from pacopt.model.input_spec import check_file
 
 
 def trace_parser() -> CommandParser:
     """The ``trace`` command's arguments (a bad flag is a one-line error, exit 2)."""
-    from pacopt.cluster.trace import DEFAULT_LOAD, DEFAULT_NUM_JOBS, DEFAULT_TIME_COMPRESSION
+    from pacopt.model.trace import DEFAULT_LOAD, DEFAULT_NUM_JOBS, DEFAULT_TIME_COMPRESSION
 
     parser = CommandParser(prog="pacopt trace", description=(
         "Turn a job trace (ElasticFlow's release of Microsoft's ITP traces) into a pacopt "
@@ -65,12 +65,12 @@ def trace_parser() -> CommandParser:
 def trace_command(argv: list[str]) -> int:
     """``pacopt trace``'s body, as the ``pacopt`` command registry calls it (inside its
     one-line-error wrapper)."""
-    from pacopt.cluster.instance import InstanceSpec
-    from pacopt.cluster.settings import ModelSettings
-    from pacopt.cluster.solution import check_output_path
-    from pacopt.cluster.topology import RampCluster
-    from pacopt.cluster.trace import expand_trace
     from pacopt.infra.safe_write import write_atomically
+    from pacopt.model.instance import InstanceSpec
+    from pacopt.model.settings import ModelSettings
+    from pacopt.model.solution import check_output_path
+    from pacopt.model.topology import RampCluster
+    from pacopt.model.trace import expand_trace
 
     args = trace_parser().parse_args(argv)
     source = Path(args.file)
@@ -114,7 +114,7 @@ def trace_command(argv: list[str]) -> int:
 
 
 def stats_lines(stats: dict) -> list[str]:
-    """The statistics of a trace window (:func:`pacopt.cluster.trace.expand_trace`) as aligned
+    """The statistics of a trace window (:func:`pacopt.model.trace.expand_trace`) as aligned
     text lines."""
     q = stats["beta_quantiles"]
     rate = stats["arrivals_per_hour"]

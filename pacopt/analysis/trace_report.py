@@ -3,7 +3,7 @@
 degree each method chose against the GPUs the job's user requested.
 
 A trace instance's jobs arrive at ``(submission - first submission) x 1000 / time_compression x
-stretch`` simulated ms (:mod:`pacopt.cluster.trace`); :func:`trace_seconds` inverts that with the
+stretch`` simulated ms (:mod:`pacopt.model.trace`); :func:`trace_seconds` inverts that with the
 window's statistics, so results are plotted against the trace's own days.
 """
 
@@ -16,15 +16,15 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from pacopt.analysis.metrics import utilisation_over_time
-from pacopt.cluster.instance import Instance
-from pacopt.cluster.solution import Solution
+from pacopt.model.instance import Instance
+from pacopt.model.solution import Solution
 
 DAY_S = 86400.0
 
 
 def trace_seconds(simulated_ms, stats: Mapping) -> np.ndarray:
     """Trace time (s, the file's clock) of simulated times ``simulated_ms`` of a replayed
-    window with statistics ``stats`` (:func:`pacopt.cluster.trace.expand_trace`)."""
+    window with statistics ``stats`` (:func:`pacopt.model.trace.expand_trace`)."""
     ms_per_trace_s = 1000.0 / stats["time_compression"] * stats["arrival_stretch"]
     return stats["start_s"] + np.asarray(simulated_ms, dtype=float) / ms_per_trace_s
 

@@ -1,1 +1,3 @@
-"""Exact models of the offline problem (MILP with HiGHS, CP-SAT) and of the job-level problem."""
+"""The mathematical formulations: the offline problem's data and candidate footprints
+(``offline``), its MILP (Pyomo + HiGHS) and CP-SAT models, the worker-count relaxation
+(``bound``), the packing LP (``packing_lp``) and the job-level problem (``joblevel``)."""

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 
-from pacopt.cluster.state import EPS_MS
 from pacopt.formulations.offline import OfflineProblem, maximal_cliques
 from pacopt.infra.interrupt import run_stoppable
 from pacopt.infra.quiet import c_stdout_silenced
+from pacopt.model.state import EPS_MS
 
 
 @dataclass

@@ -45,10 +45,10 @@ __all__ = ["build_model", "solve_cpsat"]
 
 #: Models with more options than this are searched without CP-SAT's LP relaxation and with a
 #: lighter presolve (no probing). On small models, such as the window steps of
-#: :mod:`~pacopt.formulations.decomposition`, the LP and its cuts prove optima fast; on large
+#: :mod:`~pacopt.solvers.decomposition`, the LP and its cuts prove optima fast; on large
 #: ones the LP accepts (almost) every job fractionally, so its bound does not help, and the time
 #: CP-SAT spends on it and on probing is better spent searching. The all-required checks of
-#: :mod:`~pacopt.formulations.realise` use the same settings: no other did better in the search.
+#: :mod:`~pacopt.solvers.realise` use the same settings: no other did better in the search.
 #: Measurements: ``docs/experiments.md`` (Exact search: CP-SAT settings).
 LARGE_MODEL_OPTIONS = 5000
 

@@ -33,14 +33,14 @@ from ortools.sat.python import cp_model
 from pyomo.contrib.solver.common.factory import SolverFactory
 from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
 
-from pacopt.cluster.communication import all_reduce_seconds, one_to_one_seconds
-from pacopt.cluster.graph import JobGraph
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.partition import op_count
-from pacopt.cluster.placement import Placement
-from pacopt.cluster.settings import ModelSettings
-from pacopt.cluster.topology import Block, RampCluster
 from pacopt.infra.interrupt import run_stoppable, stop_requested
+from pacopt.model.communication import all_reduce_seconds, one_to_one_seconds
+from pacopt.model.first_fit import Placement
+from pacopt.model.graph import JobGraph
+from pacopt.model.jct import JctModel
+from pacopt.model.partition import op_count
+from pacopt.model.settings import ModelSettings
+from pacopt.model.topology import Block, RampCluster
 
 BACKENDS = ("milp", "cpsat")
 # Memory rows count whole MB (shares rounded up, capacity down: never optimistic). Byte-sized

@@ -235,7 +235,7 @@ def solve_milp(problem: OfflineProblem, *, time_limit: float | None = None,
 
     ``time_limit`` covers the whole call, model building included; ``threads`` is HiGHS's thread
     count (default: its own choice). ``warm_start`` (job index -> option index) must be feasible
-    (see :func:`pacopt.formulations.warm.warm_start_from`); HiGHS starts from it. ``progress`` is
+    (see :func:`pacopt.solvers.warm.warm_start_from`); HiGHS starts from it. ``progress`` is
     called with (seconds, incumbent accepted, bound on accepted) whenever either improves, from
     the thread running HiGHS; every call is also kept in the result's ``trace``. ``stop``, set
     from any thread, ends the search like Ctrl-C (without marking the result interrupted).

@@ -10,7 +10,7 @@ the cluster, not only where first-fit would put it. Only inclusion-minimal union
 Each op then sits on the block of its count, which gives the option's placement.
 
 **Large clusters: capped candidates.** On a cluster cut into tiles
-(:mod:`pacopt.cluster.tiles`: aligned copies of a small cluster, 4x4xS where 4 divides) the
+(:mod:`pacopt.model.tiles`: aligned copies of a small cluster, 4x4xS where 4 divides) the
 candidates of a (job, degree) are at most :data:`CANDIDATE_CAP`: the footprints that lie inside
 one tile, enumerated once on the tile, and of those ``CANDIDATE_CAP // tiles`` spread over the tile (disjoint ones
 first, in best fit's order on an empty tile: :func:`_spread`), each in every tile;
@@ -33,7 +33,7 @@ least the online count. Jobs an online policy runs past the horizon count as blo
 the offline model simply rejects them. In the ``physical`` preset the JCT depends on the
 placement, and an option's JCT is that of its compact placement. The bound then holds against
 policies that place compactly, among them every policy under the ``best-fit`` and ``compact``
-placers, whose placements *are* these options (:mod:`pacopt.cluster.placers`); a spread-out
+placers, whose placements *are* these options (:mod:`pacopt.model.placers`); a spread-out
 first-fit placement can time differently.
 
 **Conflicts.** Intervals on a line conflict exactly when one contains the other's start. So it is
@@ -51,22 +51,21 @@ from functools import cached_property
 
 import numpy as np
 
-from pacopt.cluster.instance import Instance
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.placement import Placement
-from pacopt.cluster.placers import (  # noqa: F401 (footprints re-exported)
-    OutOfTime,
+from pacopt.infra.interrupt import OutOfTime, out_of_time
+from pacopt.model.first_fit import Placement
+from pacopt.model.instance import Instance
+from pacopt.model.jct import JctModel
+from pacopt.model.placers import (  # noqa: F401 (footprints re-exported)
     footprint_placements,
     footprints,
     free_block_score,
     mask_array,
 )
-from pacopt.cluster.sizes import option_budget, options_too_many
-from pacopt.cluster.solution import JobRecord, Solution
-from pacopt.cluster.state import EPS_MS
-from pacopt.cluster.tiles import tiling
-from pacopt.cluster.topology import RampCluster
-from pacopt.infra.interrupt import out_of_time
+from pacopt.model.sizes import option_budget, options_too_many
+from pacopt.model.solution import JobRecord, Solution
+from pacopt.model.state import EPS_MS
+from pacopt.model.tiles import tiling
+from pacopt.model.topology import RampCluster
 
 #: Candidates per (job, degree) on a tiled cluster (module doc): enough for every tile to
 #: offer its best-fitting footprints, few enough that a model of hundreds of jobs builds in
@@ -197,7 +196,7 @@ def build_problem(instance: Instance, model: JctModel | None = None,
                   stop_at: float | None = None) -> OfflineProblem:
     """Enumerate every job's options (deadline and horizon met) and the conflict rows; an
     :class:`~pacopt.infra.errors.InputError` when they would not fit in the memory available
-    (:func:`~pacopt.cluster.sizes.option_budget`), :class:`~pacopt.cluster.placers.OutOfTime`
+    (:func:`~pacopt.model.sizes.option_budget`), :class:`~pacopt.infra.interrupt.OutOfTime`
     when ``stop_at`` (a ``time.perf_counter()`` value) passes or a stop is requested first."""
     model = model or JctModel(instance.cluster, instance.model)
     cluster, horizon = instance.cluster, instance.horizon_ms
@@ -205,7 +204,7 @@ def build_problem(instance: Instance, model: JctModel | None = None,
     options: list[Option] = []
     by_job: list[list[int]] = []
     late: set[int] = set()
-    budget = option_budget()  # what the memory available now takes (pacopt.cluster.sizes)
+    budget = option_budget()  # what the memory available now takes (pacopt.model.sizes)
     for j, job in enumerate(instance.jobs):
         if len(options) > budget:
             raise options_too_many(len(options), j, len(instance.jobs))
@@ -241,7 +240,7 @@ def build_problem(instance: Instance, model: JctModel | None = None,
 def candidate_placements(graph, counts, cluster: RampCluster,
                          deadline: float | None = None) -> list[Placement]:
     """The candidate placements of ``graph`` at per-op ``counts``: every minimal footprint
-    (:func:`~pacopt.cluster.placers.footprint_placements`, shared with the online best-fit
+    (:func:`~pacopt.model.placers.footprint_placements`, shared with the online best-fit
     placer), or on a tiled cluster those inside one tile, in every tile (module doc)."""
     tiles = tiling(cluster)
     if tiles is None:
@@ -305,7 +304,7 @@ def maximal_cliques(intervals: list[tuple[float, float]]) -> list[list[int]]:
 
 def conflict_rows(options: list[Option], deadline: float | None = None) -> list[list[int]]:
     """One row per (maximal instant, server) holding options of at least two jobs
-    (:class:`~pacopt.cluster.placers.OutOfTime` past ``deadline``)."""
+    (:class:`~pacopt.infra.interrupt.OutOfTime` past ``deadline``)."""
     return conflict_rows_of([(o.start_ms, o.end_ms) for o in options], [o.job for o in options],
                             [o.placement.workers() for o in options], deadline)
 

@@ -15,7 +15,6 @@ import json
 import sys
 from pathlib import Path
 
-from pacopt.cluster.graph import JobGraph
 from pacopt.hetero.model import (
     HeteroPlan,
     HeteroProblem,
@@ -27,6 +26,7 @@ from pacopt.hetero.types import ResourceTypes
 from pacopt.infra.commandline import command_parser, run_command
 from pacopt.infra.errors import InputError
 from pacopt.infra.interrupt import EXIT_INTERRUPTED, stop_requested, stoppable
+from pacopt.model.graph import JobGraph
 
 #: Methods: name -> one-line description.
 HETERO_METHODS = {
@@ -90,8 +90,8 @@ def hetero_main(argv: list[str] | None = None) -> int:
 
 def hetero_command(argv: list[str] | None) -> int:
     """``pacopt hetero GRAPH --types TYPES.json (--throughput S | --deadline-ms T) [options]``."""
-    from pacopt.cluster.graph_sources import resolve_graph
     from pacopt.hetero.types import load_types
+    from pacopt.model.graph_sources import resolve_graph
 
     parser = command_parser("hetero", (
         "Cheapest type per op and provisioning of one job's pipeline stages to meet a throughput "

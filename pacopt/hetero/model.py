@@ -29,9 +29,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from pacopt.cluster.graph import JobGraph
 from pacopt.hetero.types import ResourceTypes, type_op_times
 from pacopt.infra.errors import InputError
+from pacopt.model.graph import JobGraph
 
 #: Relative slack on the step budget when checking a stage (float noise, not a modelling margin).
 REL_TOL = 1e-9

@@ -41,7 +41,6 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from pacopt.cluster.graph import JobGraph
 from pacopt.hetero.greedy import Walk
 from pacopt.hetero.model import (
     HeteroPlan,
@@ -53,6 +52,7 @@ from pacopt.hetero.model import (
 from pacopt.hetero.types import EXAMPLE_TYPES, ResourceTypes, load_types
 from pacopt.infra.checkpoint import load_checked
 from pacopt.infra.errors import InputError
+from pacopt.model.graph import JobGraph
 
 #: The shipped checkpoint (trained on the bundled types) and its description.
 CHECKPOINT = EXAMPLE_TYPES.parent / "rl_policy.zip"
@@ -214,7 +214,7 @@ def solve_rl(problem: HeteroProblem, model=None) -> HeteroPlan:
 # ----- training and evaluation ---------------------------------------------------------------------
 def training_graphs(names) -> list[JobGraph]:
     """The named graphs: bundled examples, or PipeDream profiles found locally (skipped if not)."""
-    from pacopt.cluster.graph_sources import resolve_graph
+    from pacopt.model.graph_sources import resolve_graph
 
     graphs = []
     for name in names:

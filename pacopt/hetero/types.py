@@ -2,7 +2,7 @@
 
 A types file names worker types, each with a price per instance-hour, a roofline (peak FLOP/s,
 memory bandwidth, kernel overhead, host bandwidth: the constants of
-:class:`pacopt.cluster.profiler.Hardware`) and a ``speed_factor`` relative to the A100 that
+:class:`pacopt.model.profiler.Hardware`) and a ``speed_factor`` relative to the A100 that
 measured graphs were profiled on; and the links between types (bandwidth in B/s, latency in s)::
 
     {"max_replicas": 64,
@@ -33,9 +33,9 @@ from typing import Self
 import numpy as np
 from pydantic import Field, model_validator
 
-from pacopt.cluster.graph import JobGraph
-from pacopt.cluster.input_spec import SpecModel
 from pacopt.infra.errors import InputError
+from pacopt.model.graph import JobGraph
+from pacopt.model.input_spec import SpecModel
 
 #: The bundled example types (illustrative prices and speeds; see the file's ``note``).
 EXAMPLE_TYPES = Path(__file__).resolve().parents[2] / "examples" / "hetero" / "types.json"
@@ -143,7 +143,7 @@ def types_from_dict(data, source: str = "types") -> ResourceTypes:
 def load_types(path: str | Path) -> ResourceTypes:
     """Read and check a types file (the checked JSON reader of instances: a regular file of at
     most 256 MB, UTF-8, valid JSON, not nested too deeply; then the format)."""
-    from pacopt.cluster.instance import read_json_file
+    from pacopt.model.instance import read_json_file
 
     return types_from_dict(read_json_file(path, "types file"), str(path))
 
@@ -151,8 +151,8 @@ def load_types(path: str | Path) -> ResourceTypes:
 # ----- per-type op times -----------------------------------------------------------------------------
 @lru_cache(maxsize=None)
 def _zoo_profile(name: str, hardware=None) -> JobGraph:
-    from pacopt.cluster.profiler import A100, profile_model
-    from pacopt.cluster.zoo import ZOO
+    from pacopt.model.profiler import A100, profile_model
+    from pacopt.model.zoo import ZOO
 
     model, example_input = ZOO[name]()
     return profile_model(model, example_input, name, hardware=hardware or A100)
@@ -160,11 +160,11 @@ def _zoo_profile(name: str, hardware=None) -> JobGraph:
 
 def is_zoo_graph(graph: JobGraph) -> bool:
     """Whether ``graph`` is pacopt's own A100 profile of the zoo model of the same name."""
-    from pacopt.cluster.graph_sources import EXAMPLES_DIR
+    from pacopt.model.graph_sources import EXAMPLES_DIR
 
     if not (EXAMPLES_DIR / f"{graph.name}.json").is_file():  # no zoo model: skip importing torch
         return False
-    from pacopt.cluster.zoo import ZOO
+    from pacopt.model.zoo import ZOO
 
     return graph.name in ZOO and _zoo_profile(graph.name).fingerprint == graph.fingerprint
 
@@ -176,7 +176,7 @@ def type_op_times(graph: JobGraph, types: ResourceTypes) -> tuple[np.ndarray, st
     if not is_zoo_graph(graph):
         return a100[:, None] / np.array([s.speed_factor for s in types.specs])[None, :], \
             "speed_factor"
-    from pacopt.cluster.profiler import Hardware
+    from pacopt.model.profiler import Hardware
 
     columns = []
     for name, s in zip(types.names, types.specs):

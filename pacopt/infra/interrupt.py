@@ -49,6 +49,10 @@ _own_process = False  # a command's own process (own_process()): interrupts rais
 _unwinding = False  # ... and one KeyboardInterrupt is already on its way up
 
 
+class OutOfTime(Exception):
+    """Work stopped at its deadline or at a stop request (Ctrl-C) before it was complete."""
+
+
 def stop_requested() -> bool:
     """Whether Ctrl-C (or :func:`request_stop`) asked the running method to stop (in a pool
     worker whose parent stopped, :func:`follow_stop`: for good)."""

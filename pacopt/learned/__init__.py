@@ -3,7 +3,7 @@
 - :mod:`~pacopt.learned.features`: what the agent sees of a decision (job graph, cluster, and
   per degree the live first-fit outcome), as fixed-size arrays;
 - :mod:`~pacopt.learned.env`: the gymnasium environment over
-  :class:`~pacopt.cluster.simulator.OnlineEpisode`, one decision per arriving job;
+  :class:`~pacopt.model.simulator.OnlineEpisode`, one decision per arriving job;
 - :mod:`~pacopt.learned.gnn`: the torch-geometric graph encoder and the masked actor-critic
   policy for sb3-contrib's MaskablePPO;
 - :mod:`~pacopt.learned.train`: imitation warm start plus MaskablePPO, resumable, with a CSV

@@ -14,7 +14,7 @@ mask, through each checkpoint's network compiled once into the cache
 on graphs the cache has seen without importing torch).
 
 ``pac-ml`` is online: at each arrival it plays the fine-tune of the distribution the betas
-arrived so far look like (:class:`~pacopt.cluster.recognise.BetaRecogniser`), the general agent
+arrived so far look like (:class:`~pacopt.online.recognise.BetaRecogniser`), the general agent
 before the first guess, where no fine-tune is shipped and on a cluster other than the one the
 fine-tune was trained and chosen on. ``pac-ml-given-label`` is the former
 rule, an oracle: it picks one checkpoint from *every* job's beta, future jobs included.
@@ -28,12 +28,6 @@ from pathlib import Path
 
 from gymnasium import spaces
 
-from pacopt.cluster.instance import Instance
-from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS, parse_cluster
-from pacopt.cluster.placers import DEFAULT_PLACER
-from pacopt.cluster.policies import Decision
-from pacopt.cluster.recognise import BetaRecogniser, instance_distribution
-from pacopt.cluster.topology import RampCluster
 from pacopt.infra.checkpoint import load_checked
 from pacopt.infra.errors import InputError, warn
 from pacopt.learned.checkpoint_meta import (
@@ -45,6 +39,12 @@ from pacopt.learned.checkpoint_meta import (
 )
 from pacopt.learned.features import Observer
 from pacopt.learned.player import Player, load_player, space_shapes
+from pacopt.model.decision import Decision
+from pacopt.model.instance import Instance
+from pacopt.model.paper_workload import PAPER_DISTRIBUTIONS, parse_cluster
+from pacopt.model.placers import DEFAULT_PLACER
+from pacopt.model.topology import RampCluster
+from pacopt.online.recognise import BetaRecogniser, instance_distribution
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 _IN_MEMORY = "network-in-memory"  # the path shown for a network handed over in memory
@@ -121,7 +121,7 @@ class LearnedPolicy:
                  given_label: bool = False, network=None):
         """``checkpoint`` plays that one checkpoint throughout. By default the shipped ones for
         the instance's preset: online, per decision the fine-tune of the beta distribution the
-        arrivals so far look like (:class:`~pacopt.cluster.recognise.BetaRecogniser`), else the
+        arrivals so far look like (:class:`~pacopt.online.recognise.BetaRecogniser`), else the
         general agent; with ``given_label`` (``pac-ml-given-label``, not online) the one
         checkpoint :func:`default_checkpoint` picks for the distribution of *all* the
         instance's betas, future jobs included. ``network`` (a
@@ -165,7 +165,7 @@ class LearnedPolicy:
 
     def fork(self) -> LearnedPolicy:
         """A copy that goes on from what this one has seen without changing it: a rollout's
-        what-if fork (:class:`~pacopt.cluster.rollout.Rollout`) plays it. The networks are
+        what-if fork (:class:`~pacopt.online.rollout.Rollout`) plays it. The networks are
         shared; the recogniser too (it forgets what a fork noted when the real episode goes
         on)."""
         other = copy.copy(self)

@@ -3,8 +3,8 @@
 Each ``reset`` draws a new episode from a *workload family*: the base instance's cluster, model,
 graphs and horizon, with a fresh job stream whose beta distribution and seed are drawn from the
 family (by default the paper's four distributions and the training seed range of
-:mod:`pacopt.cluster.paper_workload`, so evaluation seeds are never seen). ``step(degree)`` decides the
-waiting job through :class:`~pacopt.cluster.simulator.OnlineEpisode` (placed on the live cluster
+:mod:`pacopt.model.paper_workload`, so evaluation seeds are never seen). ``step(degree)`` decides the
+waiting job through :class:`~pacopt.model.simulator.OnlineEpisode` (placed on the live cluster
 by the instance's placer, first fit by default, exactly as for every other policy: the agent
 chooses the degree, the placer where it goes) and moves to the next arrival.
 
@@ -28,17 +28,19 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from pacopt.cluster.instance import Instance, instance_from_dict
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.paper_workload import (
+from pacopt.infra.errors import InputError
+from pacopt.learned.features import Observer
+from pacopt.model.instance import Instance, instance_from_dict
+from pacopt.model.jct import JctModel
+from pacopt.model.paper_workload import (
     PAPER_DISTRIBUTIONS,
     TRAIN_SEED_RANGE,
     on_cluster,
     paper_instance_dict,
 )
-from pacopt.cluster.placers import DEFAULT_PLACER
-from pacopt.cluster.simulator import OnlineEpisode
-from pacopt.cluster.trace import (
+from pacopt.model.placers import DEFAULT_PLACER
+from pacopt.model.simulator import OnlineEpisode
+from pacopt.model.trace import (
     DEFAULT_LOAD,
     DEFAULT_MODELS,
     DEFAULT_NUM_JOBS,
@@ -47,9 +49,7 @@ from pacopt.cluster.trace import (
     expand_trace,
     read_trace,
 )
-from pacopt.cluster.workload import generate_jobs
-from pacopt.infra.errors import InputError
-from pacopt.learned.features import Observer
+from pacopt.model.workload import generate_jobs
 
 REWARDS = ("acceptance", "accepted")
 
@@ -70,9 +70,9 @@ class WorkloadFamily:
               num_jobs: int = 1001, seed_range: tuple[int, int] = TRAIN_SEED_RANGE,
               placement: str = DEFAULT_PLACER, cluster: tuple[int, int, int] | None = None,
               **kwargs) -> WorkloadFamily:
-        """The paper's workload family (see :func:`pacopt.cluster.paper_workload.paper_instance_dict`)
+        """The paper's workload family (see :func:`pacopt.model.paper_workload.paper_instance_dict`)
         under ``placement``; on ``cluster`` (groups, racks, servers per rack) at the paper's
-        load per server if given (:func:`~pacopt.cluster.paper_workload.on_cluster`)."""
+        load per server if given (:func:`~pacopt.model.paper_workload.on_cluster`)."""
         data = paper_instance_dict("A", 0, num_jobs, preset, **kwargs)
         if cluster is not None:
             on_cluster(data, cluster)
@@ -115,11 +115,11 @@ class WorkloadFamily:
 
 @dataclass
 class TraceFamily(WorkloadFamily):
-    """Episodes that are windows of real job traces (:mod:`pacopt.cluster.trace`): each
+    """Episodes that are windows of real job traces (:mod:`pacopt.model.trace`): each
     "distribution" is one trace file (labelled by its name, e.g. ``cluster02``), and an episode's
     seed picks a window of ``workload["trace"]["num_jobs"]`` consecutive jobs that overlaps none of
     the windows the project's trace tables are measured on
-    (:data:`~pacopt.cluster.trace.EVALUATION_WINDOWS`), and seeds its draws."""
+    (:data:`~pacopt.model.trace.EVALUATION_WINDOWS`), and seeds its draws."""
 
     files: dict[str, Path] = field(default_factory=dict)
     _windows: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)

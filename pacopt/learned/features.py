@@ -36,11 +36,11 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
-from pacopt.cluster.graph import JobGraph
-from pacopt.cluster.policies import Decision
-from pacopt.cluster.settings import ModelSettings
-from pacopt.cluster.topology import RampCluster, servers_of
 from pacopt.infra.bounded_cache import BoundedCache
+from pacopt.model.decision import Decision
+from pacopt.model.graph import JobGraph
+from pacopt.model.settings import ModelSettings
+from pacopt.model.topology import RampCluster, servers_of
 
 MAX_NODES = 256
 MAX_EDGES = 512
@@ -143,7 +143,7 @@ def encode_graph(graph: JobGraph) -> GraphArrays:
 class _BlockCounter:
     """Counts free blocks per RAMP size on an occupancy bitmask: numpy over the block masks when
     the cluster fits in 64 bits; on wider clusters through the index first fit keeps of every
-    block's busy servers (:meth:`~pacopt.cluster.topology.RampCluster.block_index`, one for all
+    block's busy servers (:meth:`~pacopt.model.topology.RampCluster.block_index`, one for all
     the sizes, which the decision's first-fit look-ups have already brought up to date), a
     candidate placement's count taken from the occupancy it adds to (the free blocks now, less
     those its new servers touch), not counted again. Wide counts are made for every size at

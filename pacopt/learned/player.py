@@ -5,7 +5,7 @@ Playing a checkpoint takes its observation shapes, whether it scores degrees by 
 features, and its degree logits for one observation (:class:`Player`). Loading the checkpoint
 itself takes stable-baselines3 and torch-geometric, whose import was most of ``pac-ml``'s
 start-up; importing torch alone is most of what remained. So :func:`load_player` keeps in the
-cache, ``$PACOPT_CACHE_DIR/agents/`` (:func:`~pacopt.cluster.timing_cache.cache_dir`), keyed by
+cache, ``$PACOPT_CACHE_DIR/agents/`` (:func:`~pacopt.model.timing_cache.cache_dir`), keyed by
 the checkpoint's bytes, the network's source and the torch and torch-geometric versions (so an
 export never outlives what it was made from):
 - ``<key>.pt``: the network compiled by TorchScript
@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pacopt.cluster.timing_cache import cache_dir
 from pacopt.infra.errors import InputError
 from pacopt.infra.safe_write import write_atomically
+from pacopt.model.timing_cache import cache_dir
 
 if TYPE_CHECKING:
     import torch

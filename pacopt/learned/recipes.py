@@ -20,9 +20,9 @@ import shlex
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS
 from pacopt.infra.errors import InputError
 from pacopt.learned.train_config import TrainConfig
+from pacopt.model.paper_workload import PAPER_DISTRIBUTIONS
 
 
 @dataclass(frozen=True)

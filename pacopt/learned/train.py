@@ -64,10 +64,6 @@ from stable_baselines3.common.logger import KVWriter, Logger
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-from pacopt.cluster.paper_workload import TRAIN_SEED_RANGE
-from pacopt.cluster.placers import DEFAULT_PLACER
-from pacopt.cluster.policies import make_policy, tuned_choice
-from pacopt.cluster.rollout import SAMPLED_FUTURES, SAMPLED_HORIZON, Rollout, guarded
 from pacopt.infra.checkpoint import load_checked
 from pacopt.infra.collector import fewer_collections
 from pacopt.infra.errors import InputError
@@ -97,6 +93,10 @@ from pacopt.learned.train_config import (
     TrainConfig,
     read_run_state,
 )
+from pacopt.model.paper_workload import TRAIN_SEED_RANGE
+from pacopt.model.placers import DEFAULT_PLACER
+from pacopt.online.policies import make_policy, tuned_choice
+from pacopt.online.rollout import SAMPLED_FUTURES, SAMPLED_HORIZON, Rollout, guarded
 
 #: The warm start's initial learning rate (decayed to 0 over its epochs).
 WARM_LEARNING_RATE = 1e-3
@@ -167,7 +167,7 @@ def teacher_chooser(name: str, distribution: str, preset: str = "ddls",
                                                               0.0, 0.0),
                     rollout: tuple[int, float] = (SAMPLED_FUTURES, 0.0)):
     """``teacher`` for :func:`play`: a heuristic's degree (``tuned`` resolves per distribution);
-    ``lookahead``: the hindsight rollout teacher over ``tuned`` (:mod:`pacopt.cluster.rollout`;
+    ``lookahead``: the hindsight rollout teacher over ``tuned`` (:mod:`pacopt.online.rollout`;
     training episodes only); ``rollout``: the rollout teacher over ``tuned`` on ``rollout[0]``
     job streams sampled from ``family`` (training seeds drawn with ``seed``), every other
     degree's gain lowered by ``rollout[1]`` standard errors, ``rollout:POLICY`` over another
@@ -234,7 +234,7 @@ class RolloutTarget:
     a departure from it must win by more than that (policy iteration's noise guard).
     ``significance`` (z, 0: off) is the other guard, one that grows with the noise: every other
     degree's gain over the base's is lowered by ``significance`` standard errors of its mean
-    (:func:`~pacopt.cluster.rollout.guarded`, as a :class:`Rollout` played as a policy does);
+    (:func:`~pacopt.online.rollout.guarded`, as a :class:`Rollout` played as a policy does);
     only a departure that wins by more than its noise keeps a gain."""
 
     def __init__(self, rollout: Rollout, temperature: float, label_every: int = 1,

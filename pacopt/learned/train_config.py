@@ -13,12 +13,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from pacopt.cluster.paper_workload import PAPER_DISTRIBUTIONS, parse_cluster
-from pacopt.cluster.placers import DEFAULT_PLACER, PLACERS, check_placer
-from pacopt.cluster.rollout import SAMPLED_FUTURES
 from pacopt.infra.errors import InputError
 from pacopt.learned.checkpoint_meta import check_agent_checkpoint
 from pacopt.learned.env import PartitionEnv, TraceFamily, WorkloadFamily
+from pacopt.model.paper_workload import PAPER_DISTRIBUTIONS, parse_cluster
+from pacopt.model.placers import DEFAULT_PLACER, PLACERS, check_placer
+from pacopt.online.rollout import SAMPLED_FUTURES
 
 #: Training-range seeds the best checkpoint is selected on (never the held-out seeds).
 VALIDATION_SEEDS = tuple(range(9_000, 9_008))

@@ -13,16 +13,16 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
-from pacopt.cluster.instance import Instance, load_instance
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.placers import PLACERS, check_placer
-from pacopt.cluster.simulator import simulate
-from pacopt.cluster.sizes import check_result_size
-from pacopt.cluster.solution import Solution
-from pacopt.cluster.timing_cache import cache_dir
 from pacopt.infra.collector import fewer_collections
 from pacopt.infra.errors import InputError, warn
 from pacopt.infra.interrupt import stop_requested, stoppable
+from pacopt.model.instance import Instance, load_instance
+from pacopt.model.jct import JctModel
+from pacopt.model.placers import PLACERS, check_placer
+from pacopt.model.simulator import simulate
+from pacopt.model.sizes import check_result_size
+from pacopt.model.solution import Solution
+from pacopt.model.timing_cache import cache_dir
 from pacopt.solvers.presimulate import start_beside
 from pacopt.solvers.registry import (
     DEFAULT_METHOD,
@@ -80,7 +80,7 @@ def check_run(instance: Instance, method: str, *, checkpoint: str | Path | None 
               placement: str | None = None):
     """What :func:`solve` checks of ``method`` on ``instance`` before running it, beyond
     :func:`check_options`: the placer fits the preset, the result can be read back
-    (:func:`~pacopt.cluster.sizes.check_result_size`), an online method's policy can be built for
+    (:func:`~pacopt.model.sizes.check_result_size`), an online method's policy can be built for
     this instance (``fixed:99`` on degrees up to 16, a checkpoint trained for another cluster),
     and a ``checkpoint`` goes with the learned method only. Returns the instance as it will run
     (its placer set) and the policy (None for other kinds); InputError otherwise. Studies call it
@@ -111,7 +111,7 @@ def solve(instance: Instance | str | Path, method: str = DEFAULT_METHOD, *,
     ``checkpoint`` names the learned agent's checkpoint (``pac-ml``; default: the shipped ones,
     per decision the fine-tune of the distribution recognised from the arrivals so far).
     ``placement`` is an online method's placer (``first-fit``, ``best-fit``, ``compact``:
-    :mod:`pacopt.cluster.placers`), overriding the instance's ``model.placement``; the solution
+    :mod:`pacopt.model.placers`), overriding the instance's ``model.placement``; the solution
     records it.
     """
     check_options(method, time_limit, threads, seed, placement)

@@ -66,8 +66,8 @@ def _method_lines(methods: dict[str, str], width: int = 100) -> list[str]:
 
 def solve_command(argv: list[str] | None) -> int:
     """``solve INSTANCE.json [options]``: run a method, write and summarise a validated result."""
-    from pacopt.cluster.instance import load_instance
-    from pacopt.cluster.solution import check_output_path
+    from pacopt.model.instance import load_instance
+    from pacopt.model.solution import check_output_path
     from pacopt.solvers.api import check_options, check_placement, solve
 
     args = _solve_parser().parse_args(argv)
@@ -171,9 +171,9 @@ def schema_command(argv: list[str]) -> int:
 def _graph(spec: str):
     """The graph ``spec`` names (see :func:`resolve_graph`), a file checked first: its size, its
     encoding, and that it holds a graph (an instance given here says so)."""
-    from pacopt.cluster.graph_sources import resolve_graph
-    from pacopt.cluster.input_spec import check_file
-    from pacopt.cluster.instance import check_graph, read_json_file
+    from pacopt.model.graph_sources import resolve_graph
+    from pacopt.model.input_spec import check_file
+    from pacopt.model.instance import check_graph, read_json_file
 
     path = Path(spec)
     if path.suffix == ".json" or (path.exists() and path.suffix != ".txt"):
@@ -192,9 +192,9 @@ def _graph(spec: str):
 
 
 def _profile(args) -> int:
-    from pacopt.cluster.jct import JctModel
-    from pacopt.cluster.settings import ModelSettings
-    from pacopt.cluster.topology import RampCluster
+    from pacopt.model.jct import JctModel
+    from pacopt.model.settings import ModelSettings
+    from pacopt.model.topology import RampCluster
 
     graph = _graph(args.graph)
     table = JctModel(RampCluster(), ModelSettings(preset=args.preset)).table(graph, not args.json)
@@ -218,11 +218,11 @@ def _profile(args) -> int:
 def _job(args) -> int:
     from collections import Counter
 
-    from pacopt.cluster.jct import JctModel
-    from pacopt.cluster.policies import single_degree
-    from pacopt.cluster.settings import ModelSettings
-    from pacopt.cluster.topology import RampCluster
     from pacopt.formulations.joblevel import optimise_job
+    from pacopt.model.decision import single_degree
+    from pacopt.model.jct import JctModel
+    from pacopt.model.settings import ModelSettings
+    from pacopt.model.topology import RampCluster
     from pacopt.solvers.api import check_time_limit
 
     check_time_limit(args.time_limit)
@@ -267,8 +267,8 @@ def _job(args) -> int:
 
 
 def _validate(args) -> int:
-    from pacopt.cluster.instance import load_instance, read_json_file
-    from pacopt.cluster.solution import Solution
+    from pacopt.model.instance import load_instance, read_json_file
+    from pacopt.model.solution import Solution
     from pacopt.solvers.validate import find_problems, summary_problems
 
     instance = load_instance(args.instance)
@@ -284,7 +284,7 @@ def _validate(args) -> int:
 
 
 def _download(args) -> int:
-    from pacopt.cluster.pipedream import download_pipedream
+    from pacopt.model.pipedream import download_pipedream
 
     dest = Path(args.dest) if args.dest else Path.home() / ".cache" / "pacopt" / "pipedream"
     if dest.exists() and not dest.is_dir():
@@ -306,7 +306,7 @@ def _download(args) -> int:
 
 
 def _schema() -> int:
-    from pacopt.cluster.instance import instance_json_schema
+    from pacopt.model.instance import instance_json_schema
 
     print(json.dumps(instance_json_schema(), indent=1))
     return 0

@@ -15,25 +15,24 @@ import threading
 import time
 from typing import Self
 
-from pacopt.cluster.episode_stats import episode_metrics
-from pacopt.cluster.instance import Instance
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.placers import OutOfTime
-from pacopt.cluster.simulator import simulate
-from pacopt.cluster.solution import Solution
-from pacopt.cluster.tiles import tiling
 from pacopt.formulations.bound import solve_relaxation
-from pacopt.formulations.decomposition import BEAM_SHARE, ONLINE_SHARE, solve_decomposed
 from pacopt.formulations.offline import (
     ExactResult,
     build_problem,
     decidable_jobs,
     to_solution,
 )
-from pacopt.formulations.warm import best_warm_start, online_policies
 from pacopt.infra.concurrency import available_cores
 from pacopt.infra.errors import InputError, warn
-from pacopt.infra.interrupt import out_of_time, stop_requested
+from pacopt.infra.interrupt import OutOfTime, out_of_time, stop_requested
+from pacopt.model.episode_stats import episode_metrics
+from pacopt.model.instance import Instance
+from pacopt.model.jct import JctModel
+from pacopt.model.simulator import simulate
+from pacopt.model.solution import Solution
+from pacopt.model.tiles import tiling
+from pacopt.solvers.decomposition import BEAM_SHARE, ONLINE_SHARE, solve_decomposed
+from pacopt.solvers.warm import best_warm_start, online_policies
 
 DEFAULT_TIME_LIMIT = 120.0
 #: What every exact result says about repeating it (``metrics["reproducibility"]``).
@@ -136,12 +135,12 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
 def run_lp_round(instance: Instance, method: str, model: JctModel, *,
                  time_limit: float | None, threads: int | None, seed: int | None,
                  progress: bool) -> Solution:
-    """``lp-round`` (:func:`pacopt.formulations.lp_round.run_lp_round`); when Ctrl-C stops the
+    """``lp-round`` (:func:`pacopt.solvers.lp_round.run_lp_round`); when Ctrl-C stops the
     building of its problem, the best online episode (:func:`online_fallback`), as for the exact
     methods. On a tiled cluster its candidates are capped (offline module doc), so its result
     is compared with the first online episode (``tuned``'s, one episode: the seed still gives
     one answer) and the better one is returned, as the exact methods do."""
-    from pacopt.formulations.lp_round import run_lp_round as rounding
+    from pacopt.solvers.lp_round import run_lp_round as rounding
 
     started = time.perf_counter()
     limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
@@ -185,7 +184,7 @@ def best_online_episode(instance: Instance, model: JctModel, deadline: float,
     """The episode of :func:`online_policies` (in their order, at least one, more until
     ``deadline`` or a stop request) that accepts the most jobs; each one played goes into
     ``played`` too (policy name -> episode), if given. Once a stop was requested an episode
-    rejects every job still to come (:func:`~pacopt.cluster.simulator.simulate`): what is
+    rejects every job still to come (:func:`~pacopt.model.simulator.simulate`): what is
     returned then is valid and says that nothing was reached."""
     best = None
     for policy in online_policies(instance):

@@ -4,7 +4,7 @@ The validator re-simulates one training step per placement class of the solution
 (:mod:`pacopt.solvers.validate`); on a large cluster these simulations are much of a run, and
 they wait until the episode is over. :class:`Presimulation` starts a helper process beside the
 episode, sends it each placement as the episode records it, and has it simulate the step of
-every new class with the validator's own model (a :class:`~pacopt.cluster.jct.JctModel` of its
+every new class with the validator's own model (a :class:`~pacopt.model.jct.JctModel` of its
 own, without the on-disk cache, on the placement rebuilt from the record's labels by
 :func:`~pacopt.solvers.validate.rebuild_placement`). When the episode ends, the helper stops at
 once; the validator takes its timings as its own and simulates only the classes the helper
@@ -33,12 +33,12 @@ import sys
 import threading
 from typing import Self
 
-from pacopt.cluster.instance import Instance
-from pacopt.cluster.jct import JctModel, StepTiming
-from pacopt.cluster.solution import JobRecord
 from pacopt.infra.concurrency import available_cores
 from pacopt.infra.errors import InputError
 from pacopt.infra.interrupt import stop_requested
+from pacopt.model.instance import Instance
+from pacopt.model.jct import JctModel, StepTiming
+from pacopt.model.solution import JobRecord
 
 #: The smallest cluster on which an episode gets the helper: below it the validator's
 #: simulations are few and short.

@@ -7,10 +7,10 @@ takes a parameter (``fixed:K`` accepts ``fixed:4``). The loader (``"module:attri
 imported only when the method runs:
 
 - an *online* method's loader is a policy factory ``f(method, instance, checkpoint=None)``
-  (``pacopt.cluster.policies.make_policy`` for the heuristics and baselines); the policy plays
+  (``pacopt.online.policies.make_policy`` for the heuristics and baselines); the policy plays
   through the online simulator;
 - any other kind's loader is a runner ``run(instance, method, model, *, time_limit, threads,
-  seed, progress)`` returning a :class:`~pacopt.cluster.solution.Solution` (not yet validated).
+  seed, progress)`` returning a :class:`~pacopt.model.solution.Solution` (not yet validated).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-from pacopt.cluster.policies import POLICIES
 from pacopt.infra.errors import InputError
+from pacopt.online.policies import POLICIES
 
 #: What a method is: ``online`` (decides each job at its arrival, proves no bound; the
 #: ``-given-label`` variants are oracles that also read a label computed from every job's beta,
@@ -64,7 +64,7 @@ def _first_paragraph(doc: str | None) -> str:
 
 _EXACT = "pacopt.solvers.exact_runner:run_exact"
 METHODS: dict[str, Method] = {m.name: m for m in [
-    *(Method(name, "online", _first_paragraph(cls.__doc__), "pacopt.cluster.policies:make_policy",
+    *(Method(name, "online", _first_paragraph(cls.__doc__), "pacopt.online.policies:make_policy",
              reads_future=getattr(cls, "reads_future", False))
       for name, cls in POLICIES.items()),
     Method("pac-ml", "online", "the learned agent (GNN policy, PAC-ML's idea, trained by "
@@ -77,13 +77,13 @@ METHODS: dict[str, Method] = {m.name: m for m in [
            "pacopt.learned.agent:learned_policy", reads_future=True),
     Method("lp-online", "online", "at each arrival an LP over the running jobs, the arriving job "
            "and sampled future arrivals; the arriving job's degree is rounded from it",
-           "pacopt.formulations.lp_online:lp_online_policy"),
+           "pacopt.online.lp_online:lp_online_policy"),
     Method("as-requested", "online", "each job at the degree its user requested (a trace's "
            "GPUs, capped to the cluster): what the real cluster did",
-           "pacopt.cluster.trace_policies:make_trace_policy"),
+           "pacopt.online.trace_policies:make_trace_policy"),
     Method("elasticflow", "online", "ElasticFlow's admission control (the minimum satisfactory "
            "share must fit now) and greedy allocation of idle workers, adapted to non-elastic "
-           "jobs", "pacopt.cluster.trace_policies:make_trace_policy"),
+           "jobs", "pacopt.online.trace_policies:make_trace_policy"),
     Method("milp", "exact", "offline optimum, Pyomo MILP solved by HiGHS", _EXACT),
     Method("cpsat", "exact", "offline optimum, OR-Tools CP-SAT model", _EXACT),
     Method("bound", "bound", "best online method as incumbent, worker-count relaxation as upper "

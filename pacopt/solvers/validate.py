@@ -19,12 +19,12 @@ from collections import defaultdict
 from functools import lru_cache
 from itertools import pairwise
 
-from pacopt.cluster.instance import Instance
-from pacopt.cluster.jct import JctModel
-from pacopt.cluster.placement import Placement
-from pacopt.cluster.solution import REASONS, STATUSES, JobRecord, Solution
-from pacopt.cluster.state import EPS_MS
 from pacopt.infra.errors import InputError
+from pacopt.model.first_fit import Placement
+from pacopt.model.instance import Instance
+from pacopt.model.jct import JctModel
+from pacopt.model.solution import REASONS, STATUSES, JobRecord, Solution
+from pacopt.model.state import EPS_MS
 from pacopt.solvers.registry import is_online
 
 REL_TOL = 1e-6

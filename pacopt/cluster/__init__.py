@@ -1,1 +1,0 @@
-"""The world: RAMP topology, job graphs, partitioning, placement, JCT model, online simulator."""

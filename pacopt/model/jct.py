@@ -1,0 +1,589 @@
+"""The JCT model: partition, place and time jobs under one preset on one cluster, with caches.
+
+:class:`JctModel` is the single place where a (graph, degree or per-op counts, placement) becomes
+a JCT. It caches at four levels so that episodes, formulations, studies and the learned agent stay fast:
+- first-fit plans per (graph, counts) and placements, keyed by (graph, counts, occupied servers);
+- live per-degree options (:class:`LiveOptions`), keyed by (placer, graph, occupied servers, and
+  under ``physical`` best fit the job's deadline, which decides among its footprints);
+- per graph, the candidate footprints of best fit and compact (:class:`FootprintMenu`); on a
+  tiled cluster (:mod:`pacopt.model.tiles`) those of one tile, scored per tile and cached by
+  the tile's own occupancy;
+- step timings, keyed by (graph, counts, the placement's symmetry class), in memory and on disk
+  (``$PACOPT_CACHE_DIR``, default ``~/.cache/pacopt``), shared by every process, every line
+  carrying its provenance and a checksum (:mod:`pacopt.model.timing_cache`);
+- per-job tables (:class:`JobTable`), one per graph.
+
+Preset semantics for the JCT of a placed job:
+- ``ddls``: the reference keeps one JCT per (graph, degree) whatever the placement (placement only
+  changes communication, about 1e-6 relative there), so the JCT is the one of the job's pattern
+  as first-fit places it on an empty cluster;
+- ``physical``: the JCT of the actual placement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
+import numpy as np
+
+from pacopt.infra.bounded_cache import BoundedCache
+from pacopt.infra.progress import tqdm
+from pacopt.model.first_fit import FitPlan, Placement
+from pacopt.model.graph import JobGraph
+from pacopt.model.partition import op_counts, partition
+from pacopt.model.placers import WORKER_PENALTY, FootprintMenu, free_block_score, pick
+from pacopt.model.settings import ModelSettings
+from pacopt.model.step import StepTiming, simulate_step
+from pacopt.model.tiles import tiling
+from pacopt.model.timing_cache import TIMING_VERSION, TimingFile, cache_dir  # noqa: F401
+from pacopt.model.topology import Block, RampCluster
+
+_PLACEMENT_CACHE_LIMIT = 200_000
+_OPTIONS_CACHE_LIMIT = 100_000
+_TILE_WEIGHTS_CACHE_LIMIT = 4_096  # a tile occupancy's block weights
+#: Tile states hold three arrays over a menu's footprints, tens of thousands of them on a tile
+#: of 128 servers: their cache is bounded by bytes.
+_TILE_STATE_CACHE_BYTES = 128 << 20
+
+
+@dataclass(frozen=True)
+class Timing:
+    """JCT of a placed job and its exposed communication time, both over all training steps (ms)."""
+
+    jct_ms: float
+    comm_overhead_ms: float
+
+
+@dataclass(frozen=True)
+class JobTable:
+    """Per-degree facts of one graph on an empty cluster; index ``d`` = degree (0 = reject).
+
+    Arrays are numpy so that policies and the learned agent can read them without copying.
+    ``placed[d]``: first-fit finds room on an empty cluster; ``workers[d]``: its footprint there;
+    ``jct_ms[d]`` and ``comm_overhead_ms[d]``: NaN where not placed. ``work_scale``: the job's
+    training steps over the model's (a trace job's own amount of work, :meth:`JctModel.job_table`);
+    its times are the graph's times multiplied by it.
+    """
+
+    graph: JobGraph
+    preset: str
+    seq_jct_ms: float
+    counts: tuple[tuple[int, ...], ...]
+    placed: np.ndarray
+    workers: np.ndarray
+    jct_ms: np.ndarray
+    comm_overhead_ms: np.ndarray
+    work_scale: float = 1.0
+
+    @property
+    def max_degree(self) -> int:
+        return len(self.placed) - 1
+
+    def rows(self) -> list[dict]:
+        """One dict per degree 1..max: ``degree, placed, workers, jct_ms, seq_jct_ms,
+        comm_overhead_ms`` (JSON-ready; ``None`` where not placed)."""
+        out = []
+        for d in range(1, len(self.placed)):
+            ok = bool(self.placed[d])
+            out.append({"degree": d, "placed": ok, "workers": int(self.workers[d]) if ok else None,
+                        "jct_ms": float(self.jct_ms[d]) if ok else None,
+                        "seq_jct_ms": self.seq_jct_ms,
+                        "comm_overhead_ms": float(self.comm_overhead_ms[d]) if ok else None})
+        return out
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """Per-degree facts of one job on the live cluster now, under one placer; index ``d`` =
+    degree (0 = reject).
+
+    ``placeable[d]``: the placer finds room now (False at 0); ``workers[d]``: the footprint of
+    that placement (0 where not placeable); ``jct_ms[d]``: its JCT under the preset (``inf`` where
+    not placeable); ``masks[d]``: the footprint as a bitmask (0 where not placeable); ``placer``:
+    whose placements these are (:mod:`pacopt.model.placers`). Best fit
+    and compact also give ``placements[d]`` (the placement itself; first-fit's is built on
+    demand, :meth:`JctModel.place`) and ``free_blocks[d]`` (the weighted free blocks left once it
+    is placed, :class:`~pacopt.model.placers.FreeBlockScore`; NaN where not placeable).
+    Read-only numpy arrays (they are cached and shared).
+    """
+
+    placeable: np.ndarray
+    workers: np.ndarray
+    jct_ms: np.ndarray
+    masks: tuple[int, ...] = ()
+    placer: str = "first-fit"
+    placements: tuple[Placement | None, ...] | None = None
+    free_blocks: np.ndarray | None = None
+
+
+class TileState(NamedTuple):
+    """What :meth:`JctModel._tile_state` keeps of one tile's occupancy for one menu."""
+
+    free: np.ndarray     # per footprint: wholly free in the tile
+    broken: np.ndarray   # per free footprint: the free weight it breaks (0 for the others)
+    weight: float        # the tile's free weight
+    score: np.ndarray    # per footprint: best fit's score (-inf where busy)
+    best: np.ndarray     # per degree: the best score (FootprintMenu.best_per_degree)
+    best_at: np.ndarray  # per degree: the first footprint holding it (-1: none)
+
+    def nbytes(self) -> int:
+        """What its arrays hold (bounds :class:`JctModel`'s cache of tile states)."""
+        return sum(a.nbytes for a in (self.free, self.broken, self.score, self.best,
+                                      self.best_at))
+
+
+def _unplaced(size: int) -> tuple:
+    """The per-degree arrays of a :class:`LiveOptions` before any degree is placed: placeable,
+    workers, JCT, free blocks left, masks and placements."""
+    placements: list[Placement | None] = [None] * size
+    return (np.zeros(size, dtype=bool), np.zeros(size, dtype=np.int64), np.full(size, np.inf),
+            np.full(size, np.nan), [0] * size, placements)
+
+class JctModel:
+    """Partitions, places and times jobs for one (cluster, model settings) pair."""
+
+    def __init__(self, cluster: RampCluster, settings: ModelSettings, persist: bool = True):
+        self.cluster = cluster
+        self.settings = settings
+        self.persist = persist
+        self._counts: dict[tuple, tuple[int, ...]] = {}
+        self._plans: dict[tuple, FitPlan] = {}
+        self._placements = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # -> Placement | None
+        self._options = BoundedCache(_OPTIONS_CACHE_LIMIT)  # -> LiveOptions
+        self._table_plans: dict[str, tuple] = {}
+        self._live_jct = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # -> JCT of a placed choice
+        self._timings: dict[tuple, dict[str, StepTiming]] = {}  # per graph file -> key -> timing
+        self._tables: dict[str, JobTable] = {}
+        self._menus: dict[str, FootprintMenu] = {}
+        self._tile_states = BoundedCache(_TILE_STATE_CACHE_BYTES, TileState.nbytes)
+        self._tile_weights = BoundedCache(_TILE_WEIGHTS_CACHE_LIMIT)  # tile occupancy -> weights
+        self._tile_parts = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # footprint -> (tile, part)s
+        self._tile_broken = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # (part, occupancy) -> weight
+        self._tile_placements = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # -> Placement
+        self._chosen_placements = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # -> Placement
+
+    # ----- partitioning and placement -------------------------------------------------------------
+    def counts(self, graph: JobGraph, degree: int) -> tuple[int, ...]:
+        """Per-op split counts at ``degree`` (PAC-ML's quantum rule; cached)."""
+        key = (graph.fingerprint, degree)
+        counts = self._counts.get(key)
+        if counts is None:
+            counts = self._counts[key] = op_counts(graph, degree, self.settings.quantum_ms)
+        return counts
+
+    def plan(self, graph: JobGraph, counts: tuple[int, ...]) -> FitPlan:
+        """The prepared first-fit of ``counts`` (cached)."""
+        key = (graph.fingerprint, counts)
+        if key not in self._plans:
+            self._plans[key] = FitPlan.build(graph, counts, self.cluster)
+        return self._plans[key]
+
+    def place(self, graph: JobGraph, counts: tuple[int, ...], occupied: int = 0) -> Placement | None:
+        """First-fit placement of ``counts`` avoiding the ``occupied`` servers (cached)."""
+        key = (graph.fingerprint, counts, occupied)
+        if key not in self._placements:
+            plan = self.plan(graph, counts)
+            choice = plan.fit(occupied)
+            self._placements.put(key, None if choice is None else plan.placement(choice))
+        return self._placements[key]
+
+    def live_options(self, table: JobTable, occupied: int, placer: str = "first-fit",
+                     deadline_ms: float | None = None) -> LiveOptions:
+        """Per-degree placeability, footprint and JCT of ``table``'s graph placed by ``placer``
+        avoiding ``occupied`` (cached by occupancy). ``ddls`` reads the JCT from the table (one
+        JCT per degree, module doc); ``physical`` times each actual placement (cached by it).
+        ``deadline_ms`` is the job's: under ``physical``, best fit prefers the footprints that
+        meet it (:func:`~pacopt.model.placers.pick`). A job table with a work scale
+        (:meth:`job_table`) gets the graph's options with its JCTs multiplied by the scale."""
+        if table.work_scale != 1.0:
+            scale = table.work_scale
+            base = self.live_options(self.table(table.graph), occupied, placer,
+                                     None if deadline_ms is None else deadline_ms / scale)
+            jct = base.jct_ms * scale
+            jct.flags.writeable = False
+            return replace(base, jct_ms=jct)
+        if placer != "first-fit":
+            return self._menu_options(table, occupied, placer, deadline_ms)
+        graph = table.graph
+        key = (graph.fingerprint, occupied)
+        options = self._options.get(key)
+        if options is not None:
+            return options
+        sizes, degrees = self._live_plan(table)
+        free = [self.cluster.free_block(m, occupied) for m in sizes]  # one look-up per size
+        size = len(table.placed)
+        placeable = np.zeros(size, dtype=bool)
+        workers = np.zeros(size, dtype=np.int64)
+        jct = np.full(size, np.inf)
+        masks = [0] * size
+        ddls = self.settings.preset == "ddls"
+        for d, plan, where in degrees:
+            if where is None:  # memory can bind: the exact scan
+                choice = plan.fit(occupied)
+            else:  # memory-free: the first free block of each of its sizes
+                choice = tuple(free[i] for i in where)
+                if any(block is None for block in choice):
+                    choice = None
+            if choice is None:
+                continue
+            placeable[d] = True
+            masks[d] = plan.footprint(choice)
+            workers[d] = masks[d].bit_count()
+            jct[d] = table.jct_ms[d] if ddls else self._placed_jct(plan, choice)
+        for array in (placeable, workers, jct):
+            array.flags.writeable = False
+        return self._options.put(key, LiveOptions(placeable, workers, jct, tuple(masks)))
+
+    def menu(self, table: JobTable) -> FootprintMenu:
+        """The candidate footprints of ``table``'s graph at every degree placeable on an empty
+        cluster (cached per graph): what best fit and compact choose from."""
+        key = table.graph.fingerprint
+        if key not in self._menus:
+            counts = {d: table.counts[d] for d in range(1, len(table.placed)) if table.placed[d]}
+            tiles = tiling(self.cluster)  # a large cluster: the footprints inside one tile
+            on = self.cluster if tiles is None else tiles.tile
+            self._menus[key] = FootprintMenu.build(table.graph, counts, on, free_block_score(on))
+        return self._menus[key]
+
+    def _menu_options(self, table: JobTable, occupied: int, placer: str,
+                      deadline_ms: float | None) -> LiveOptions:
+        """:meth:`live_options` under best fit or compact: the footprints free now scored with
+        one product, then per degree the one :func:`~pacopt.model.placers.pick` takes."""
+        ddls = self.settings.preset == "ddls"
+        graph = table.graph
+        key = (placer, graph.fingerprint, occupied, None if ddls or placer == "compact"
+               else deadline_ms)
+        options = self._options.get(key)
+        if options is not None:
+            return options
+        if tiling(self.cluster) is not None:
+            return self._options.put(key, self._tiled_options(table, occupied, placer,
+                                                              deadline_ms))
+        menu = self.menu(table)
+        scorer = free_block_score(self.cluster)
+        size = len(table.placed)
+        placeable, workers, jct, free_blocks, masks, placements = _unplaced(size)
+        free = menu.free(occupied)
+        rows = np.flatnonzero(free)
+        chosen: list[int] = []
+        if len(rows):
+            score = np.full(len(free), -np.inf)  # -inf: busy
+            score[rows] = scorer.score(menu.hits[rows], menu.workers[rows], occupied)
+            for d, span in menu.spans.items():
+                here = score[span]
+                if not len(here):
+                    continue
+                i = int(here.argmax())  # best fit under ddls: the first best score
+                if here[i] == -np.inf:
+                    continue
+                if not ddls:
+                    counts = table.counts[d]
+                    timed = menu.jct(d, lambda p, c=counts: self.timing(graph, c, p).jct_ms)
+                    # best fit's best free footprint stands when it is in time
+                    if placer != "best-fit" or (deadline_ms is not None
+                                                and timed[i] > deadline_ms):
+                        i = pick(placer, free[span], here, timed, deadline_ms)
+                k = span.start + i
+                placeable[d] = True
+                workers[d] = menu.workers[k]
+                jct[d] = table.jct_ms[d] if ddls else menu.jct_ms[k]
+                masks[d] = int(menu.masks[k])
+                placements[d] = menu.placements[k]
+                chosen.append(k)
+        if chosen:
+            free_blocks[placeable] = scorer.left(None, occupied, menu.hits[chosen])
+        for d in menu.first_fit:  # too many footprints to choose from: first fit's
+            found = self._first_fit(table, d, occupied)
+            if found is None:
+                continue
+            placement, jct[d] = found
+            placeable[d] = True
+            workers[d] = placement.num_workers
+            masks[d] = placement.mask
+            placements[d] = placement
+            free_blocks[d] = scorer.left([placement.mask], occupied)[0]
+        for array in (placeable, workers, jct, free_blocks):
+            array.flags.writeable = False
+        return self._options.put(key, LiveOptions(placeable, workers, jct, tuple(masks), placer,
+                                                  tuple(placements), free_blocks))
+
+    def _tiled_options(self, table: JobTable, occupied: int, placer: str,
+                       deadline_ms: float | None) -> LiveOptions:
+        """:meth:`_menu_options` on a tiled cluster (:mod:`pacopt.model.tiles`): the tile's
+        footprints in every tile, each tile scored from its own occupancy (cached by it), the
+        best over all tiles per degree (ties to the first tile, then the first footprint); a
+        degree with no free footprint in any tile goes to first-fit. The score compared is the
+        weighted free blocks a footprint breaks (the cluster's free weight less it is what is
+        left), so tiles compare on one scale."""
+        ddls = self.settings.preset == "ddls"
+        graph, tiles = table.graph, tiling(self.cluster)
+        menu = self.menu(table)
+        locals_ = tiles.local_masks(occupied)
+        states = [self._tile_state(menu, local) for local in locals_]
+        best = np.stack([state.best for state in states])  # (tiles, menu degrees)
+        best_tile = best.argmax(axis=0)                    # ties: the first tile
+        total = sum(state.weight for state in states)      # free weight of the whole cluster
+        size = len(table.placed)
+        placeable, workers, jct, free_blocks, masks, placements = _unplaced(size)
+        stacked = None  # every tile's scores and free footprints, one row per tile
+        for d in range(1, size):
+            if not table.placed[d]:
+                continue
+            counts = table.counts[d]
+            j = menu.degree_index.get(d)
+            t = -1 if j is None else int(best_tile[j])
+            if t >= 0 and best[t, j] > -np.inf:
+                k = int(states[t].best_at[j])  # the tile's first footprint with the best score
+                if not ddls:  # a translate times as its tile's original (a symmetry)
+                    span = menu.spans[d]
+                    timed = menu.jct(d, lambda p, c=counts: self._tile_jct(graph, c, p))
+                    if placer != "best-fit" or (deadline_ms is not None
+                                                and timed[k - span.start] > deadline_ms):
+                        if stacked is None:
+                            stacked = (np.stack([state.score for state in states]),
+                                       np.stack([state.free for state in states]))
+                        t, row = divmod(pick(placer, stacked[1][:, span], stacked[0][:, span],
+                                             timed, deadline_ms), span.stop - span.start)
+                        k = span.start + row
+                    jct[d] = timed[k - span.start]
+                else:
+                    jct[d] = table.jct_ms[d]
+                placement = self._translated(menu, k, t)
+                lost = states[t].broken[k]  # the weight it breaks
+            else:  # no footprint free inside a tile (or none exists there): first-fit's
+                found = self._first_fit(table, d, occupied)
+                if found is None:
+                    continue
+                placement, jct[d] = found
+                lost = self._tile_loss(placement.mask, locals_)
+            placeable[d] = True
+            workers[d] = placement.num_workers
+            masks[d] = placement.mask
+            placements[d] = placement
+            free_blocks[d] = round(total - lost, 9)
+        for array in (placeable, workers, jct, free_blocks):
+            array.flags.writeable = False
+        return LiveOptions(placeable, workers, jct, tuple(masks), placer, tuple(placements),
+                           free_blocks)
+
+    def _first_fit(self, table: JobTable, degree: int,
+                   occupied: int) -> tuple[Placement, float] | None:
+        """First fit's placement for ``degree`` (as :meth:`place`) and its JCT: the fallback of
+        best fit and compact; the degrees of a decision share their look-ups through
+        :meth:`RampCluster.free_block`'s cache."""
+        plan = self.plan(table.graph, table.counts[degree])
+        choice = plan.fit(occupied)
+        if choice is None:
+            return None
+        jct = (table.jct_ms[degree] if self.settings.preset == "ddls"
+               else self._placed_jct(plan, choice))
+        return self._chosen(table.graph, plan, choice), jct
+
+    def _chosen(self, graph: JobGraph, plan: FitPlan, choice: tuple[Block, ...]) -> Placement:
+        """``plan``'s placement of ``choice`` (cached: the same few blocks come back decision
+        after decision, and a placement of every op is costly to build and to mask)."""
+        key = (graph.fingerprint, plan.counts, choice)
+        placement = self._chosen_placements.get(key)
+        if placement is None:
+            placement = self._chosen_placements.put(key, plan.placement(choice))
+        return placement
+
+    def _tile_jct(self, graph: JobGraph, counts: tuple[int, ...], footprint: Placement) -> float:
+        """The JCT of a tile's footprint, timed as its copy in the first tile. A footprint
+        puts every op of one split count on one block, so under a memory-free plan it is a
+        first-fit choice (a block per size), and shares :meth:`_placed_jct`'s key and timing
+        with every choice of its symmetry class instead of keying all its ops afresh."""
+        tiles, plan = tiling(self.cluster), self.plan(graph, counts)
+        if not plan.memory_free:
+            return self.timing(graph, counts, tiles.placement(footprint, 0)).jct_ms
+        by_size = dict(zip(counts, footprint.blocks))
+        return self._placed_jct(plan, tuple(tiles.block(by_size[m], 0) for m in plan.sizes))
+
+    def _translated(self, menu: FootprintMenu, k: int, t: int) -> Placement:
+        """Tile ``t``'s copy of ``menu``'s footprint ``k`` (cached)."""
+        key = (id(menu), k, t)
+        placement = self._tile_placements.get(key)
+        if placement is None:
+            placement = self._tile_placements.put(
+                key, tiling(self.cluster).placement(menu.placements[k], t))
+        return placement
+
+    def _tile_state(self, menu: FootprintMenu, local: int) -> TileState:
+        """For a tile whose own occupancy is ``local``: which of ``menu``'s footprints are free,
+        the free weight each free one breaks, the tile's free weight, each footprint's score
+        (-inf where busy) and each degree's best score and first footprint holding it
+        (:meth:`FootprintMenu.best_per_degree`); cached, shared by the graphs whose menus
+        hold the same footprints."""
+        key = (menu.footprint_key, local)
+        state = self._tile_states.get(key)
+        if state is None:
+            weights = self._free_weights(local)
+            free = menu.free(local)
+            broken = menu.broken(weights, np.flatnonzero(free))
+            score = np.where(free, np.round(-broken - WORKER_PENALTY * menu.workers, 9), -np.inf)
+            state = TileState(free, broken, float(weights.sum()), score,
+                              *menu.best_per_degree(score))
+            self._tile_states.put(key, state)
+        return state
+
+    def _tile_loss(self, mask: int, locals_: list[int]) -> float:
+        """The free weight a footprint that may straddle tiles breaks, tile by tile (``locals_``:
+        each tile's own occupancy). Cached by footprint and by (its part in a tile, the tile's
+        occupancy): first fit's fallbacks come back decision after decision, on tiles that
+        mostly did not change."""
+        parts = self._tile_parts.get(mask)
+        if parts is None:
+            parts = self._tile_parts.put(mask, tuple(
+                (t, part) for t, part in enumerate(tiling(self.cluster).local_masks(mask)) if part))
+        lost = 0.0
+        for t, part in parts:
+            key = (part, locals_[t])
+            broken = self._tile_broken.get(key)
+            if broken is None:
+                scorer = free_block_score(tiling(self.cluster).tile)
+                broken = self._tile_broken.put(key, scorer.broken_by(
+                    part, self._free_weights(locals_[t])))
+            lost += broken
+        return lost
+
+    def _free_weights(self, local: int) -> np.ndarray:
+        """The tile's :meth:`~pacopt.model.placers.FreeBlockScore.free_weights` under its own
+        occupancy ``local`` (cached: a decision changes one or two tiles)."""
+        weights = self._tile_weights.get(local)
+        if weights is None:
+            weights = free_block_score(tiling(self.cluster).tile).free_weights(local)
+            weights.flags.writeable = False
+            self._tile_weights.put(local, weights)
+        return weights
+
+    def _live_plan(self, table: JobTable) -> tuple[tuple[int, ...], tuple]:
+        """Every distinct count of the memory-free degrees, and per degree placeable on an empty
+        cluster ``(degree, plan, positions of its sizes in that list or None)`` (cached)."""
+        key = table.graph.fingerprint
+        if key not in self._table_plans:
+            sizes: dict[int, int] = {}
+            degrees = []
+            for d in range(1, len(table.placed)):
+                if table.placed[d]:
+                    plan = self.plan(table.graph, table.counts[d])
+                    where = (tuple(sizes.setdefault(m, len(sizes)) for m in plan.sizes)
+                             if plan.memory_free else None)
+                    degrees.append((d, plan, where))
+            self._table_plans[key] = (tuple(sizes), tuple(degrees))
+        return self._table_plans[key]
+
+    def _placed_jct(self, plan: FitPlan, choice) -> float:
+        key = (plan.graph.fingerprint, plan.counts, plan.symmetry_key(choice))
+        if key not in self._live_jct:
+            placement = plan.placement(choice)
+            self._live_jct.put(key, self.timing(plan.graph, plan.counts, placement).jct_ms)
+        return self._live_jct[key]
+
+    # ----- timing ----------------------------------------------------------------------------
+    def timing(self, graph: JobGraph, counts: tuple[int, ...], placement: Placement,
+               scale: float = 1.0) -> Timing:
+        """JCT and exposed communication of a placed job, under the preset's rule (module doc).
+        ``scale``: the job's work scale (:attr:`JobTable.work_scale`); both times are the
+        model's ``training_steps`` times a step, multiplied by it."""
+        if self.settings.preset == "ddls":
+            placement = self.place(graph, counts, 0) or placement
+        step = self._step(graph, counts, placement)
+        steps = self.settings.training_steps
+        timing = Timing(jct_ms=steps * step.step_ms, comm_overhead_ms=steps * step.exposed_comm_ms)
+        if scale != 1.0:
+            timing = Timing(jct_ms=timing.jct_ms * scale,
+                            comm_overhead_ms=timing.comm_overhead_ms * scale)
+        return timing
+
+    def _step(self, graph: JobGraph, counts: tuple[int, ...], placement: Placement) -> StepTiming:
+        store = self._store(graph)
+        key = placement.canonical_key(self.cluster)
+        if key not in store:
+            store[key] = simulate_step(partition(graph, counts), placement, self.cluster, self.settings)
+            if self.persist:
+                self._append(graph, key, store[key])
+        return store[key]
+
+    def step_timings(self) -> dict[str, dict[str, StepTiming]]:
+        """The step timings known so far (simulated, or read from the disk), by graph
+        fingerprint and placement key: what :meth:`add_step_timings` takes."""
+        return {ident: dict(store) for ident, store in self._timings.items()}
+
+    def add_step_timings(self, timings: dict[str, dict[str, StepTiming]]) -> None:
+        """Take ``timings`` (:meth:`step_timings` of a model of this cluster and these settings)
+        as known. Only for a model that keeps its timings in memory: a persisting one reads its
+        graphs' files on first use, which this would skip."""
+        if self.persist:
+            raise ValueError("only a model without the on-disk cache takes others' timings")
+        for ident, store in timings.items():
+            self._timings.setdefault(ident, {}).update(store)
+
+    def _file(self, graph: JobGraph) -> TimingFile:
+        """The checked on-disk timings of ``graph`` under this cluster and these settings
+        (:mod:`pacopt.model.timing_cache`: provenance and checksum on every line)."""
+        settings = {k: v for k, v in self.settings.to_dict().items() if k != "placement"}
+        return TimingFile(f"{graph.name}-{self.settings.preset}", {
+            "graph": graph.fingerprint, "cluster": self.cluster.to_dict(), "model": settings})
+
+    def _store(self, graph: JobGraph) -> dict[str, StepTiming]:
+        ident = graph.fingerprint
+        if ident not in self._timings:
+            store: dict[str, StepTiming] = {}
+            if self.persist:
+                loaded = self._file(graph).load()  # only lines that check; bad ones warned of
+                if loaded is None:  # not a usable file: keep the timings in memory
+                    self.persist = False
+                else:
+                    store = {key: StepTiming(*value) for key, value in loaded.items()}
+            self._timings[ident] = store
+        return self._timings[ident]
+
+    def _append(self, graph: JobGraph, key: str, timing: StepTiming) -> None:
+        if not self._file(graph).append(key, timing.step_ms, timing.exposed_comm_ms):
+            self.persist = False  # a read-only home must not stop the work; keep it in memory
+
+    # ----- the per-job table ---------------------------------------------------------------------
+    def table(self, graph: JobGraph, progress: bool = False) -> JobTable:
+        """The per-degree table of ``graph`` on an empty cluster (cached; ``progress`` shows a
+        bar over the degrees, worth it for graphs with hundreds of ops)."""
+        if graph.fingerprint in self._tables:
+            return self._tables[graph.fingerprint]
+        size = self.settings.max_partitions_per_op + 1
+        placed = np.zeros(size, dtype=bool)
+        workers = np.zeros(size, dtype=np.int64)
+        jct = np.full(size, np.nan)
+        comm = np.full(size, np.nan)
+        counts: list[tuple[int, ...]] = [()]
+        for d in tqdm(range(1, size), desc=f"table {graph.name}", unit="degree", leave=False,
+                      disable=None if progress else True):
+            c = self.counts(graph, d)
+            counts.append(c)
+            placement = self.place(graph, c, 0)
+            if placement is None:
+                continue
+            timing = self.timing(graph, c, placement)
+            placed[d], workers[d] = True, placement.num_workers
+            jct[d], comm[d] = timing.jct_ms, timing.comm_overhead_ms
+        for array in (placed, workers, jct, comm):
+            array.flags.writeable = False
+        table = JobTable(graph=graph, preset=self.settings.preset,
+                         seq_jct_ms=graph.seq_jct_ms(self.settings.training_steps),
+                         counts=tuple(counts), placed=placed, workers=workers, jct_ms=jct,
+                         comm_overhead_ms=comm)
+        self._tables[graph.fingerprint] = table
+        return table
+
+    def job_table(self, graph: JobGraph, scale: float = 1.0) -> JobTable:
+        """The table of one job of ``graph`` whose work is ``scale`` times the model's training
+        steps: :meth:`table` with every time (sequential JCT, JCTs, communication) multiplied by
+        ``scale``, exactly as :meth:`timing` multiplies them, so that a policy reading the table
+        and the simulator timing the placement agree to the last bit. Not cached (three
+        multiplications); ``scale`` 1 is :meth:`table` itself."""
+        table = self.table(graph)
+        if scale == 1.0:
+            return table
+        jct, comm = table.jct_ms * scale, table.comm_overhead_ms * scale
+        jct.flags.writeable = comm.flags.writeable = False
+        return replace(table, seq_jct_ms=table.seq_jct_ms * scale, jct_ms=jct,
+                       comm_overhead_ms=comm, work_scale=scale)
