@@ -195,6 +195,28 @@ def test_bad_input_exits_2_with_one_line(case, tmp_path, capsys):
     assert set(tmp_path.iterdir()) == before  # no result file, no temporary file
 
 
+@pytest.mark.parametrize("instance, fragment", [(".", "is a folder"), ("./", "is a folder"),
+                                                ("/", "is a folder"),
+                                                ("/dev/null", "not a regular file")])
+def test_a_folder_or_device_as_instance_is_one_line(instance, fragment, tmp_path, capsys,
+                                                    monkeypatch):
+    """The default result name is made from the instance's: a folder has none (a traceback and
+    exit 1 once); it is one line and exit 2, before any work."""
+    monkeypatch.chdir(tmp_path)
+    assert solve_main([instance]) == 2
+    assert fragment in one_error_line(capsys.readouterr().err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_json_error_says_at_once(tmp_path, capsys):
+    """json's message "Invalid control character at" is not followed by a second "at"."""
+    bad = tmp_path / "i.json"
+    bad.write_text('{"a": "x\ty"}')
+    assert solve_main([str(bad)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "Invalid control character at line 1" in line and "at at" not in line
+
+
 def test_field_error_names_beta_field(tmp_path, capsys):
     instance = small_instance(tmp_path / "beta.json", jobs=[
         {"id": "j0", "graph": "cnn", "arrival_ms": 0, "max_jct_fraction": 1.5}])

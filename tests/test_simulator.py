@@ -208,3 +208,14 @@ def test_a_stop_inside_a_placer_rejects_the_job_and_ends_the_episode(pipedream_d
     assert not find_problems(instance, solution)
     with pytest.raises(OutOfTime):  # without a stop it is a real error, not swallowed
         simulate(instance, StoppedInsideAPlacer(2, stop=False))
+
+
+def test_blocking_rate_is_blocked_over_arrived_exactly():
+    """19 blocked of 100 prints and saves as 0.19, not 1 - 0.81 (0.18999999999999995)."""
+    from pacopt.model.solution import JobRecord, Solution
+
+    jobs = [JobRecord(id=f"j{i}", graph="g", arrival_ms=i, max_jct_fraction=0.5, deadline_ms=1.0,
+                      accepted=i >= 19) for i in range(100)]
+    solution = Solution(method="m", preset="ddls", status="heuristic", jobs=jobs)
+    assert solution.blocking_rate == 0.19
+    assert solution.to_dict()["blocking_rate"] == 0.19

@@ -61,7 +61,7 @@ def plot_blocking_by_distribution(table: pd.DataFrame, title: str | None = None)
     ok = table[table["status"] != "error"]
     online = summary(ok[~_exact_rows(ok)], by=("distribution", "method"), metrics=("blocking_rate",))
     exact = ok[_exact_rows(ok)].assign(
-        bound_blocking=lambda t: 1 - t["bound_accepted"] / t["arrived"])
+        bound_blocking=lambda t: (t["arrived"] - t["bound_accepted"]) / t["arrived"])
     # the best exact result per instance, then averaged over the instances of a distribution
     best = exact.groupby(["distribution", "instance"]).agg(
         blocking=("blocking_rate", "min"), bound=("bound_blocking", "max")).groupby(

@@ -56,7 +56,7 @@ def blocking_over_time(frame: pd.DataFrame, bucket_hours: float = 6.0) -> pd.Dat
     data = frame.assign(day=np.floor(frame["day"] / bucket) * bucket)
     out = data.groupby(["method", "day"], sort=False).agg(
         arrived=("accepted", "size"), accepted=("accepted", "sum")).reset_index()
-    out["blocking_rate"] = 1 - out["accepted"] / out["arrived"]
+    out["blocking_rate"] = (out["arrived"] - out["accepted"]) / out["arrived"]
     return out
 
 

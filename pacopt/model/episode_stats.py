@@ -57,7 +57,7 @@ def episode_metrics(instance: Instance, solution: Solution) -> dict:
     return {
         "arrived": arrived,
         "accepted": len(accepted),
-        "blocking_rate": 1 - len(accepted) / arrived if arrived else 0.0,
+        "blocking_rate": (arrived - len(accepted)) / arrived if arrived else 0.0,
         "acceptance_rate": len(accepted) / arrived if arrived else 0.0,
         "blocked_by_reason": {r: reasons.get(r, 0) for r in REASONS},
         "episode_ms": episode_ms,

@@ -364,8 +364,9 @@ def read_json_file(path: str | Path, what: str = "file") -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise InputError(f"{what} '{path}' is not valid JSON: {err.msg} at line {err.lineno}, "
-                         f"column {err.colno}") from None
+        # json's own message for some errors ends in "at" ("Invalid control character at")
+        raise InputError(f"{what} '{path}' is not valid JSON: {err.msg.removesuffix(' at')} at "
+                         f"line {err.lineno}, column {err.colno}") from None
     except RecursionError:
         raise InputError(f"{what} '{path}': JSON nested too deeply") from None
 

@@ -78,7 +78,8 @@ class Solution:
 
     @property
     def blocking_rate(self) -> float:
-        return 1.0 - self.accepted / self.arrived if self.jobs else 0.0
+        # blocked / arrived, not 1 - accepted / arrived: 19 / 100 is 0.19, not 0.18999999999999995
+        return (self.arrived - self.accepted) / self.arrived if self.jobs else 0.0
 
     def to_dict(self) -> dict:
         """The JSON result: summary keys first, then metrics, then the per-job records."""

@@ -66,6 +66,7 @@ def _method_lines(methods: dict[str, str], width: int = 100) -> list[str]:
 
 def solve_command(argv: list[str] | None) -> int:
     """``solve INSTANCE.json [options]``: run a method, write and summarise a validated result."""
+    from pacopt.model.input_spec import check_file
     from pacopt.model.instance import load_instance
     from pacopt.model.solution import check_output_path
     from pacopt.solvers.api import check_options, check_placement, solve
@@ -73,6 +74,7 @@ def solve_command(argv: list[str] | None) -> int:
     args = _solve_parser().parse_args(argv)
     check_options(args.method, args.time_limit, args.threads, args.seed,
                   args.placement)  # before any work
+    check_file(args.instance, "instance")  # a folder or a device: one line, before a name is made
     out = check_output_path(args.out if args.out else Path(args.instance).with_name(
         f"{Path(args.instance).stem}.{args.method}.result.json"), inputs=(args.instance,))
     instance = check_placement(load_instance(args.instance), args.placement)
