@@ -140,13 +140,15 @@ def test_a_stop_while_its_problem_is_built_returns_the_best_online_episode(probl
     from pacopt.infra.interrupt import OutOfTime
 
     def cut(*args, **kwargs):
-        raise OutOfTime("stopped while building the conflict rows")
+        raise OutOfTime("building the conflict rows")
 
     monkeypatch.setattr(lp_round_module, "build_problem", cut)
     instance = problems["random-7"].instance
-    solution = solve(instance, "lp-round", seed=1)
+    with pytest.warns(UserWarning, match="lp-round: stopped while building the conflict rows; "
+                                         "returning the best online episode"):
+        solution = solve(instance, "lp-round", seed=1)
     assert solution.validated and solution.status == "feasible"
-    assert "conflict rows" in solution.metrics["stopped"]
+    assert solution.metrics["stopped"] == "stopped while building the conflict rows"
     assert solution.accepted <= solution.bound_accepted
 
 
