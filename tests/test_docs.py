@@ -41,7 +41,7 @@ def test_every_notebook_has_a_page(site):
 
 
 def test_every_package_has_an_api_page(site):
-    assert {"infra", "cluster", "solvers"} <= set(PACKAGES)
+    assert {"infra", "model", "online", "solvers"} <= set(PACKAGES)
     for package in PACKAGES:
         page = site / "api" / package / "index.html"
         assert page.is_file(), page
@@ -56,3 +56,48 @@ def test_readme_relative_links_exist():
     assert relative, "README.md links nothing in the repository"
     missing = [t for t in relative if not (ROOT / t.split("#")[0]).exists()]
     assert missing == []
+
+
+def test_model_rules_are_cited_from_docs_model():
+    """The model's rules are cited from docs/model.md, which readers have: no file names the
+    reference's semantics notes (outside the repository), and every ``model.md#<anchor>`` cited in
+    pacopt/ and tests/ is a heading of docs/model.md. Anchors as the toc extension makes them:
+    an explicit ``{ #id }``, else the title lowercased, punctuation dropped, spaces to '-'."""
+    import unicodedata
+
+    def files(*tops):
+        for top in tops:
+            for path in sorted((ROOT / top).rglob("*")):
+                parts = path.relative_to(ROOT).parts
+                if path.is_file() and not any(p == "__pycache__" or p.startswith(".")
+                                              for p in parts):
+                    yield path
+
+    # the reference notes beside the repository, split so that this file does not name them
+    outside = ("ddls-" + "semantics", "pacml-paper-" + "digest")
+    naming = [str(p.relative_to(ROOT)) for p in [ROOT / "README.md", *files(
+        "pacopt", "tests", "docs", "notebooks")]
+        if any(name.encode() in p.read_bytes() for name in outside)]
+    assert naming == []
+
+    anchors, fenced = set(), False
+    for line in (ROOT / "docs" / "model.md").read_text().splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        heading = None if fenced else re.match(r"#{1,6}\s+(.+?)\s*$", line)
+        if heading:
+            title = heading.group(1)
+            explicit = re.search(r"\{:?\s*#([\w-]+)[^}]*\}$", title)
+            if explicit:
+                anchors.add(explicit.group(1))
+            else:
+                text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+                anchors.add(re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", text).strip().lower()))
+    cited = set()
+    for path in files("pacopt", "tests"):
+        text = path.read_bytes().decode(errors="ignore")
+        cited |= {(str(path.relative_to(ROOT)), m.group(1))
+                  for m in re.finditer(r"model\.md#([\w-]+)", text)
+                  if text[max(m.start() - 4, 0):m.start()] != "api/"}  # not the API page
+    assert cited, "nothing in pacopt/ or tests/ cites docs/model.md#..."
+    assert sorted(c for c in cited if c[1] not in anchors) == []

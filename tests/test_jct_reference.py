@@ -1,4 +1,4 @@
-"""The ddls preset against the reference simulator (ddls-semantics.md 6, 7 and 14)."""
+"""The ddls preset against the reference simulator (docs/model.md#reference)."""
 
 import dataclasses
 import math
@@ -16,7 +16,7 @@ from pacopt.model.topology import RampCluster
 
 CLUSTER = RampCluster()
 DDLS = ModelSettings(preset="ddls")
-# AlexNet JCTs (ms, 50 steps) of the reference run on an empty 4x4x2 cluster (semantics 14.4).
+# The reference's AlexNet JCTs (ms, 50 steps) on an empty 4x4x2 cluster (docs/model.md#alexnet).
 ALEXNET = {1: 36061.15, 2: 18031.0398, 4: 9015.954266, 6: 6010.879144, 8: 4508.410099,
            16: 2254.758330}
 UNPLACEABLE = {5, 7, 10, 11, 12, 13, 14, 15}
@@ -63,9 +63,10 @@ def test_jct_is_sequential_over_degree_plus_tiny_communication(tables, name):
 
 
 def _reference_sized(job):
-    """The same partitioned job with the reference's dependency sizes (semantics 4.2-4.4):
-    ``mem = act + param`` of an endpoint, fixed by the split order, and a sync pair for every
-    split op. Only to check the simulation mechanics against the reference bit for bit."""
+    """The same partitioned job with the reference's dependency sizes
+    (docs/model.md#dependency-sizes): ``mem = act + param`` of an endpoint, fixed by the split
+    order, and a sync pair for every split op. Only to check the simulation mechanics against the
+    reference bit for bit."""
     graph, counts = job.graph, job.counts
     n = graph.num_ops
     mem = [op.memory_bytes for op in graph.ops]
@@ -119,7 +120,7 @@ def test_partitioned_alexnet_sizes(pipedream_dir):
     for p in (1, 2, 4, 8, 16):
         job = partition(graph, op_counts(graph, p, 0.01))
         data = sum(k == DATA for k in job.dep_kind)
-        assert job.num_sub_ops == 8 + 38 * p                       # semantics 4.5
+        assert job.num_sub_ops == 8 + 38 * p                       # docs/model.md#sub-ops
         assert data == 33 * p * p + 10 * p + 4                     # 52p^2-9p+4 minus 19 sync sets
         assert job.num_deps - data == with_params * p * (p - 1)    # sync only where gradients exist
         assert math.isclose(sum(job.sub_compute), graph.step_ms)

@@ -6,7 +6,7 @@ from pacopt.infra.errors import InputError
 from pacopt.model.pipedream import PIPEDREAM_MODELS, parse_pipedream, read_pipedream
 
 # (forward ops, forward deps, sequential JCT over 50 steps): PAC-ML's graph table
-# (pacml-paper-digest.md 6.2 gives 2n ops and 2|E|+1 deps).
+# (the paper's graph table gives 2n ops and 2|E|+1 deps).
 PAPER = {"alexnet": (23, 23, 36061.15), "vgg16": (41, 41, 34525.35),
          "resnet18": (71, 79, 36668.35), "squeezenet1_0": (68, 76, 38000.15),
          "gnmt": (48, 58, 4470.80)}

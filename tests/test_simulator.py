@@ -39,8 +39,8 @@ def reasons(solution):
 
 
 def test_para_max_on_alexnet_repeats_accept_accept_block(pipedream_dir):
-    """The reference's illustration (semantics 14): jobs at 0 and 1000 take the two (4,4,1)
-    halves, the one at 2000 finds no free worker, the first job ends at 2254.76."""
+    """The reference's illustration (docs/model.md#alexnet): jobs at 0 and 1000 take the two
+    (4,4,1) halves, the one at 2000 finds no free worker, the first job ends at 2254.76."""
     instance = alexnet_instance(pipedream_dir, [(1000.0 * i, 0.5) for i in range(9)])
     solution = simulate(instance, make_policy("para-max"))
     assert [j.accepted for j in solution.jobs] == [True, True, False] * 3

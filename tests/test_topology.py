@@ -1,4 +1,4 @@
-"""RAMP block shapes and blocks on the PAC-ML 4x4x2 cluster (ddls-semantics.md 5.3)."""
+"""RAMP block shapes and blocks on the PAC-ML 4x4x2 cluster (docs/model.md#blocks-and-shapes)."""
 
 import pytest
 

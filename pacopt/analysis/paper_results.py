@@ -1,7 +1,7 @@
 """The PAC-ML paper's main table (blocking per beta distribution), reproduced beside its numbers.
 
-:data:`PAPER_BLOCKING` holds the paper's reported blocking rates (``reference/
-pacml-paper-digest.md`` 8.1: PAC-ML at its best epoch, baselines the mean of 3 seeds; 1001-job
+:data:`PAPER_BLOCKING` holds the blocking rates the paper reports (arXiv 2301.13799, its main
+table; ``docs/paper.md``: PAC-ML at its best epoch, baselines the mean of 3 seeds; 1001-job
 episodes, ddls setting). :func:`paper_table` puts a study's results beside them:
 - the paper's baselines by their pacopt method (Para_max = ``para-max``, Para_min =
   ``para-min``, Random = ``random``), the learned agent (``pac-ml``) when the study ran it,

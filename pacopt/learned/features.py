@@ -1,6 +1,6 @@
 """What the agent sees of one decision, as fixed-size arrays (a gymnasium ``Dict`` observation).
 
-PAC-ML's observation (``reference/pacml-paper-digest.md`` 4.2) is the unpartitioned job graph
+PAC-ML's observation (arXiv 2301.13799, its state) is the unpartitioned job graph
 (node and edge features for the GNN), a job vector and two cluster numbers. pacopt keeps the graph
 and adds what the paper lacked, because the choice hinges on it:
 - per degree, what first-fit would do on the live cluster *now*: can it be placed, does its JCT

@@ -1,4 +1,4 @@
-"""Communication times on RAMP (``ddls-semantics.md`` 6), in seconds.
+"""Communication times on RAMP (``docs/model.md#communication``), in seconds.
 
 The caller converts to the millisecond clock with :attr:`ModelSettings.comm_scale` (the ``ddls``
 preset adds seconds to milliseconds unconverted, as the reference does).

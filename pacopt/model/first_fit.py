@@ -3,7 +3,7 @@
 A placement gives every forward op a :class:`~pacopt.model.topology.Block` (its backward op uses
 the same servers, sub-op j on ``block.servers[j]``). The job's footprint is the union of its blocks.
 
-First-fit (``ddls-semantics.md`` 5.3): ops are visited in breadth-first topological order. An op
+First-fit (``docs/model.md#first-fit``): ops are visited in breadth-first topological order. An op
 first tries the first parent (in dependency order) split the same number of ways and reuses its
 block if those servers have the memory; otherwise it takes the first block, in the cluster's search
 order, whose servers hold no other job and have the memory. The job's own servers stay usable by

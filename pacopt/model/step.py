@@ -1,6 +1,6 @@
 """One training step of a placed job, simulated alone on its own workers and channels.
 
-The rules are the reference's lookahead (``ddls-semantics.md`` 7), computed event by event:
+The rules are the reference's lookahead (``docs/model.md#jct``), computed event by event:
 - each worker runs one ready sub-op at a time; static SRPT priorities pick the ready sub-op with
   the smallest compute time (ties: the one allocated later), and the choice is re-made at every
   event, so it is preemptive;

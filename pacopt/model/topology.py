@@ -4,9 +4,10 @@ Servers are numbered ``index = (c * R + r) * S + s`` (lexicographic ``c-r-s`` or
 reference). A worker (one per server) holds one job at a time; every server pair has a direct link
 with ``channels`` channels per direction.
 
-Block shapes follow the reference's RAMP rules (``ddls-semantics.md`` 5.3): a sub-op group of size
-``m`` goes on a rectangular block of ``(groups, racks, servers)`` or on a diagonal (one server per
-group and rack), searched in a fixed order and first-fit over origins without wrap-around.
+Block shapes follow the reference's RAMP rules (``docs/model.md#blocks-and-shapes``): a sub-op
+group of size ``m`` goes on a rectangular block of ``(groups, racks, servers)`` or on a diagonal
+(one server per group and rack), searched in a fixed order and first-fit over origins without
+wrap-around.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Workloads: the beta (``max_jct_fraction``) distributions and generated job streams.
 
-The paper's four beta distributions (``reference/pacml-paper-digest.md`` 6.3) are built as the
+The paper's four beta distributions (``docs/model.md#betas``) are built as the
 reference (``ddls.distributions``) builds them, with one deliberate difference: the reference
 draws the skew-normal samples behind a PMF from numpy's global RNG, so its PMF differs from run to
 run (beta B's mean ranges over about 0.27-0.31 across seeds). pacopt pins that construction to
