@@ -32,7 +32,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from heldout import add_heldout_arguments, heldout_seeds
 from tqdm.auto import tqdm
 
 from pacopt.learned.agent import CHECKPOINT_DIR
@@ -40,7 +39,12 @@ from pacopt.model.instance import instance_from_dict
 from pacopt.model.paper_workload import HELD_OUT_SEEDS, PAPER_DISTRIBUTIONS, paper_instance
 from pacopt.solvers.api import check_placement, solve
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+if not __package__:  # run as a file: the suite importable from the repository's root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.common import REPOSITORY, add_heldout_arguments, heldout_seeds  # noqa: E402
+
+EXAMPLES = REPOSITORY / "examples"
 PAPER_PACML = dict(zip(PAPER_DISTRIBUTIONS, (0.204, 0.257, 0.117, 0.099)))
 UNSEEN_PIPEDREAM = ("resnet50", "inception_v3", "densenet121", "gnmt_large", "resnext50")
 

@@ -10,21 +10,30 @@ over the seeds. ``best fixed:K`` and ``best fixed-or-min:K`` pick K on these sam
 made on the tuning seeds (``pacopt/data/tuned.json``), as a user would: online, the choice of the
 distribution the betas arrived so far look like. ``tuned-given-label`` is the oracle that reads
 every job's beta first and plays its distribution's choice throughout (labelled with it).
+
+The episodes are one study (:func:`pacopt.analysis.run_study`: every candidate x distribution x
+seed, each run seeded with its workload seed and validated), run in a temporary folder, or in
+``--study-out DIR`` to keep the results and resume.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
-from heldout import add_heldout_arguments, heldout_seeds
-from tqdm.auto import tqdm
-from tune_baselines import blocking_rates, candidates
 
+from pacopt.analysis import run_study, study_from_dict
 from pacopt.model.paper_workload import PAPER_DISTRIBUTIONS, paper_instance
 from pacopt.model.settings import ModelSettings
 from pacopt.online.policies import make_policy
+
+if not __package__:  # run as a file: the suite importable from the repository's root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.common import add_heldout_arguments, heldout_seeds, tuned_candidates  # noqa: E402
 
 #: The paper's reported blocking rates (``reference/pacml-paper-digest.md``).
 PAPER = {"paper PAC-ML": (0.204, 0.257, 0.117, 0.099),
@@ -32,34 +41,61 @@ PAPER = {"paper PAC-ML": (0.204, 0.257, 0.117, 0.099),
 PLAIN = ("para-max", "para-min", "random", "min-feasible", "sequential")
 
 
+def blocking_rates(names: list[str], seeds, preset: str, num_jobs: int, out: Path,
+                   workers: int) -> dict[str, dict[str, list[float]]]:
+    """{distribution: {policy: validated blocking rate per seed}}, from one study."""
+    study = study_from_dict({"name": "baselines", "grids": [{
+        "name": "held-out", "methods": names,
+        "workload": {"distributions": list(PAPER_DISTRIBUTIONS), "seeds": list(seeds),
+                     "num_jobs": num_jobs, "interarrival_ms": 1000, "horizon_ms": 1e6,
+                     "preset": preset}}]})
+    table = run_study(study, out, workers=workers, plots=False)
+    failed = table[(table["status"] == "error") | ~table["validated"].astype(bool)]
+    if not failed.empty:
+        first = failed.iloc[0]
+        raise SystemExit(f"{first['method']} on {first['instance']}: {first['error']}")
+    rates: dict[str, dict[str, list[float]]] = {}
+    for dist in PAPER_DISTRIBUTIONS:
+        for name in names:
+            cells = table[(table["distribution"] == dist) & (table["method"] == name)]
+            by_seed = dict(zip(cells["seed"], cells["blocking_rate"]))
+            rates.setdefault(dist, {})[name] = [float(by_seed[s]) for s in seeds]
+    return rates
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", default="ddls", choices=["ddls", "physical"])
     add_heldout_arguments(parser)
+    parser.add_argument("--workers", type=int, default=1, help="local processes of the study")
+    parser.add_argument("--study-out", type=Path, default=None, metavar="DIR",
+                        help="the study's folder (kept, resumable; default a temporary one)")
     args = parser.parse_args()
     seeds = heldout_seeds(parser, args)
-    names = candidates(ModelSettings().max_partitions_per_op) + ["tuned", "tuned-given-label"]
+    names = tuned_candidates(ModelSettings().max_partitions_per_op) + ["tuned",
+                                                                       "tuned-given-label"]
     rows: dict[str, list[str]] = {}
-    with tqdm(total=len(PAPER_DISTRIBUTIONS) * len(seeds) * len(names), unit="episode",
-              desc="baselines", disable=None) as bar:
-        for dist in PAPER_DISTRIBUTIONS:
-            rates = blocking_rates(names, dist, seeds, args.preset, args.jobs, bar)
-            mean = {name: float(np.mean(r)) for name, r in rates.items()}
+    with tempfile.TemporaryDirectory(prefix="pacopt-baselines-") as scratch:
+        by_dist = blocking_rates(names, seeds, args.preset, args.jobs,
+                                 args.study_out or Path(scratch), args.workers)
+    for dist in PAPER_DISTRIBUTIONS:
+        rates = by_dist[dist]
+        mean = {name: float(np.mean(r)) for name, r in rates.items()}
 
-            def cell(name: str, label: str = "") -> str:
-                spread = np.std(rates[name], ddof=1) if len(seeds) > 1 else 0.0
-                return f"{mean[name]:.3f} ± {spread:.3f}{label}"
+        def cell(name: str, label: str = "") -> str:
+            spread = np.std(rates[name], ddof=1) if len(seeds) > 1 else 0.0
+            return f"{mean[name]:.3f} ± {spread:.3f}{label}"
 
-            for name in PLAIN:
-                rows.setdefault(name, []).append(cell(name))
-            for family in ("fixed", "fixed-or-min"):
-                best = min((n for n in names if n.startswith(family + ":")), key=mean.get)
-                rows.setdefault(f"best {family}:K", []).append(cell(best, f" (K={best[len(family) + 1:]})"))
-            rows.setdefault("tuned", []).append(cell("tuned"))
-            oracle = make_policy("tuned-given-label",
-                                 paper_instance(dist, seeds[0], args.jobs, args.preset))
-            rows.setdefault("tuned-given-label", []).append(
-                cell("tuned-given-label", f" ({oracle.choice})"))
+        for name in PLAIN:
+            rows.setdefault(name, []).append(cell(name))
+        for family in ("fixed", "fixed-or-min"):
+            best = min((n for n in names if n.startswith(family + ":")), key=mean.get)
+            rows.setdefault(f"best {family}:K", []).append(cell(best, f" (K={best[len(family) + 1:]})"))
+        rows.setdefault("tuned", []).append(cell("tuned"))
+        oracle = make_policy("tuned-given-label",
+                             paper_instance(dist, seeds[0], args.jobs, args.preset))
+        rows.setdefault("tuned-given-label", []).append(
+            cell("tuned-given-label", f" ({oracle.choice})"))
     print(f"Blocking rate, paper workload ({args.jobs} jobs, {args.preset}), held-out seeds "
           f"{list(seeds)}: mean ± spread")
     width = 34

@@ -27,7 +27,10 @@ from pacopt.model.simulator import simulate
 from pacopt.model.topology import RampCluster
 from pacopt.online.policies import HEURISTICS, make_policy
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
+if not __package__:  # run as a file: the suite importable from the repository's root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.common import add_pipedream_argument, use_pipedream  # noqa: E402
 
 
 def table_times(graphs: dict, presets: list[str]) -> list[tuple]:
@@ -73,13 +76,10 @@ def episode_times(pipedream: Path, presets: list[str], repeats: int) -> list[tup
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pipedream", type=Path, default=SHARED,
-                        help="folder with the PipeDream <model>.txt profiles")
+    add_pipedream_argument(parser)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    if not args.pipedream.is_dir():
-        print(f"no PipeDream profiles at {args.pipedream}", file=sys.stderr)
-        return 2
+    args.pipedream = use_pipedream(args.pipedream, required=True)
     os.environ["PACOPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="pacopt-bench-")  # start cold
     presets = ["ddls", "physical"]
     graphs = {g: read_graph_file(args.pipedream / f"{g}.txt") for g in PAPER_GRAPHS}

@@ -40,7 +40,10 @@ from pacopt.model.paper_workload import paper_instance
 from pacopt.model.simulator import OnlineEpisode
 from pacopt.online.policies import make_policy
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
+if not __package__:  # run as a file: the suite importable from the repository's root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.common import add_pipedream_argument, use_pipedream  # noqa: E402
 
 
 def reference_options(decision: Decision, cache: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -108,15 +111,11 @@ def measure(preset: str, path: str, seeds: list[int], policy: str) -> tuple[floa
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pipedream", type=Path, default=SHARED,
-                        help="folder with the PipeDream <model>.txt profiles")
+    add_pipedream_argument(parser)
     parser.add_argument("--seeds", type=int, default=3, help="episodes (workload seeds 0..N-1)")
     parser.add_argument("--policy", default="min-feasible", help="the policy that plays")
     args = parser.parse_args()
-    if not args.pipedream.is_dir():
-        print(f"no PipeDream profiles at {args.pipedream}", file=sys.stderr)
-        return 2
-    os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(args.pipedream))
+    use_pipedream(args.pipedream, required=True)
     os.environ["PACOPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="pacopt-bench-")
     seeds = list(range(args.seeds))
     print(f"Decisions/s, paper workload (beta A, 1001 jobs), policy {args.policy}, "

@@ -32,7 +32,16 @@ from pacopt.model.instance import instance_from_dict
 from pacopt.model.pipedream import PAPER_GRAPHS
 from pacopt.solvers.api import solve
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
+if not __package__:  # run as a file: the suite importable from the repository's root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.common import (  # noqa: E402
+    add_out_argument,
+    add_pipedream_argument,
+    use_pipedream,
+    write_results,
+)
+
 #: The check's instance variants: (name, beta distribution, inter-arrival ms).
 VARIANTS = (("paper", "A", 1000.0), ("arrivals x2", "A", 500.0), ("arrivals x4", "A", 250.0),
             ("beta B", "B", 1000.0))
@@ -54,7 +63,9 @@ def last_improvement(trace, accepted: int) -> str:
     return next((f"{t:.1f}" for t, incumbent, _ in trace if incumbent == accepted), "-")
 
 
-def table(args) -> None:
+def table(args) -> list[list]:
+    """Print the table; its rows for ``--out``."""
+    rows = []
     print(f"{'jobs':>5} {'beta':>4} {'seed':>4} {'method':7} {'limit s':>7} {'status':9} "
           f"{'warm start':>36} {'accepted':>8} {'bound':>6} {'gap':>7} {'best at s':>9} "
           f"{'seconds':>8}", flush=True)
@@ -74,9 +85,18 @@ def table(args) -> None:
                           f"{solution.status:9} {warm:>36} "
                           f"{solution.accepted:>8} {solution.bound_accepted:>6} "
                           f"{solution.gap:>7.2%} {best_at:>9} {seconds:>8.1f}", flush=True)
+                    reach = (f"**{solution.accepted} / {solution.bound_accepted}, optimal**"
+                             if solution.status == "optimal" else
+                             f"{solution.accepted} / {solution.bound_accepted} "
+                             f"({solution.gap:.1%})".replace("%", " %"))
+                    rows.append([size, beta, seed, method, f"{limit:.0f} s", reach, warm,
+                                 best_at, round(seconds, 1)])
+    return rows
 
 
-def check(args) -> None:
+def check(args) -> tuple[list[list], str]:
+    """Print the check; its rows and summary line for ``--out``."""
+    rows = []
     print(f"{'variant':12} {'seed':>4} {'accepted':>8} {'status':9} {'bound':>5} "
           f"{'reference':>9} {'best known':>10} {'within 1':>8}", flush=True)
     held = total = 0
@@ -95,7 +115,10 @@ def check(args) -> None:
             print(f"{name:12} {seed:>4} {found.accepted:>8} {found.status:9} "
                   f"{found.bound_accepted:>5} {reference:>9} {best:>10} {'yes' if ok else 'NO':>8}",
                   flush=True)
+            rows.append([name, seed, found.accepted, found.status, found.bound_accepted,
+                         reference, best, "yes" if ok else "NO"])
     print(f"within one job of the best known: {held} of {total}")
+    return rows, f"within one job of the best known: {held} of {total}"
 
 
 def main() -> int:
@@ -111,15 +134,28 @@ def main() -> int:
     parser.add_argument("--check", type=int, metavar="N",
                         help="the within-one-job check on N-job episodes instead of the table")
     parser.add_argument("--reference-time", type=float, default=300.0)
-    parser.add_argument("--pipedream", type=Path, default=SHARED)
+    add_pipedream_argument(parser)
+    add_out_argument(parser)
     args = parser.parse_args()
-    if not args.pipedream.is_dir():
-        print(f"no PipeDream profiles at {args.pipedream}", file=sys.stderr)
-        return 2
+    args.pipedream = use_pipedream(args.pipedream, required=True)
     if args.check:
-        check(args)
+        rows, summary = check(args)
+        if args.out:
+            write_results(args.out, f"CP-SAT within one job of the best known ({args.check}-job "
+                          f"episodes, {args.time_limit:g} s)",
+                          ["variant", "seed", "accepted", "status", "bound", "reference",
+                           "best known", "within 1"], rows,
+                          notes=f"ddls, 4x4x2, no horizon, {args.threads} threads; reference "
+                                f"search {args.reference_time:g} s where the first is not "
+                                f"proven optimal; {summary}.")
     else:
-        table(args)
+        rows = table(args)
+        if args.out:
+            write_results(args.out, "How far the exact methods get (the paper's workload)",
+                          ["jobs", "β", "seed", "method", "limit", "accepted / bound (gap)",
+                           "warm start", "best at s", "seconds"], rows,
+                          notes=f"ddls, 4x4x2, no horizon, {args.threads} threads. Time-limited "
+                                "results depend on the machine.")
     return 0
 
 

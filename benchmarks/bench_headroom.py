@@ -3,7 +3,7 @@
     python benchmarks/bench_headroom.py [--seeds 4] [--online-seeds 2] [--streams 32]
                                         [--significance 1] [--horizon 100] [--workers 2]
                                         [--exact-seconds 60] [--parts fresh,exact]
-                                        [--out FILE.json]
+                                        [--cells FILE.json]
 
 The learned agent imitates a rollout teacher: at each arrival it forks the episode for every
 worthwhile degree, lets ``tuned`` play on, and keeps the degree whose forks accept most
@@ -32,15 +32,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from heldout import SHARED
 from tqdm.auto import tqdm
 
 from pacopt.model.paper_workload import FRESH_SEEDS, PAPER_DISTRIBUTIONS, paper_instance
+
+if not __package__:  # run as a file: the suite importable from the repository's root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.common import use_pipedream  # noqa: E402
 
 PLACER = "best-fit"
 ONLINE, HINDSIGHT = "rollout on sampled futures", "hindsight rollout (not online)"
@@ -70,7 +74,7 @@ def one_cell(task) -> tuple[str, str, str, int, int, int]:
 def rollout_solution(instance, dist: str, online: bool, args):
     """The rollout over ``tuned`` for ``dist`` played on ``instance``, validated."""
     from pacopt.learned.env import WorkloadFamily
-    from pacopt.learned.train import sampled_futures
+    from pacopt.learned.teacher import sampled_futures
     from pacopt.online.policies import make_policy, tuned_choice
     from pacopt.online.rollout import Rollout, play_rollout
     from pacopt.solvers.validate import validate
@@ -157,7 +161,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--exact-seconds", type=float, default=60.0)
     parser.add_argument("--parts", default="fresh,exact")
-    parser.add_argument("--out", type=Path, default=None, help="also write the cells as JSON")
+    parser.add_argument("--cells", type=Path, default=None, metavar="FILE.json",
+                        help="also write every episode's counts as JSON")
     args = parser.parse_args()
     args.parts = set(args.parts.split(","))
     if not args.parts <= {"fresh", "exact"}:
@@ -167,7 +172,7 @@ def main() -> int:
                      "0..--seeds")
     if args.streams < 1 or args.horizon < 1 or args.significance < 0:
         parser.error("--streams and --horizon must be positive, --significance at least 0")
-    os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(SHARED))
+    use_pipedream()
     tasks = tasks_of(args)
     cells: dict[str, dict] = {"fresh": {}, "exact": {}}
     with ProcessPoolExecutor(args.workers) as pool:
@@ -175,8 +180,8 @@ def main() -> int:
                 pool.map(one_cell, tasks), total=len(tasks), unit="episode", desc="headroom",
                 disable=None):
             cells[part].setdefault((method, dist), {})[seed] = (accepted, arrived)
-    if args.out is not None:
-        args.out.write_text(json.dumps(
+    if args.cells is not None:
+        args.cells.write_text(json.dumps(
             {part: [[method, dist, seed, *counts]
                     for (method, dist), by_seed in found.items()
                     for seed, counts in by_seed.items()]

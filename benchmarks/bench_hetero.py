@@ -27,7 +27,10 @@ from pacopt.hetero.command import run_method
 from pacopt.model.graph_sources import EXAMPLES_DIR, read_graph_file
 from pacopt.model.pipedream import PIPEDREAM_MODELS
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
+if not __package__:  # run as a file: the suite importable from the repository's root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.common import add_pipedream_argument, use_pipedream  # noqa: E402
 
 
 def graphs(pipedream: Path):
@@ -40,13 +43,14 @@ def graphs(pipedream: Path):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pipedream", type=Path, default=SHARED)
+    add_pipedream_argument(parser)
     parser.add_argument("--types", default=str(EXAMPLE_TYPES))
     parser.add_argument("--loads", default="2,10")
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--cpsat-max-ops", type=int, default=100)
     parser.add_argument("--checkpoint", default=None)
     args = parser.parse_args()
+    args.pipedream = use_pipedream(args.pipedream)
     types = load_types(args.types)
     loads = [float(x) for x in args.loads.split(",")]
     rl_model, trained_on = None, set()

@@ -1,7 +1,7 @@
 """Ctrl-C at random moments of every method on large clusters (issue 33: "Ctrl-C at any moment
 of any method: exit 130 within 5 s").
 
-The instances are :mod:`bench_scale`'s scaled paper workload on 8x8x4 (256 servers) and 16x16x4
+The instances are ``bench_scale``'s scaled paper workload (:func:`benchmarks.common.scaled_instance`) on 8x8x4 (256 servers) and 16x16x4
 (1024 servers), or with ``--servers-per-rack 8`` on 8x4x8 and 16x8x8 (tiles of 128 servers),
 frozen into JSON files in a temporary folder: ``--jobs`` arrivals (2001) for the online methods,
 ``--exact-jobs`` (300) for the exact and offline ones, the ``ddls`` preset (``physical`` for the
@@ -19,7 +19,7 @@ Each moment is a (method, cluster, delay) triple. The methods are dealt from shu
 Each moment draws a cluster (256 or 1024) and a delay, uniform in ``--delay`` (0.2-20 s), so the
 moments land in imports, loading, table building, candidate enumeration, model building and
 search. Each moment is one ``solve INSTANCE --method M [--placement P] [--time-limit T] --out
-RESULT`` process in its own process group, run by :func:`faults.run`: SIGINT to the group after
+RESULT`` process in its own process group, run by :func:`benchmarks.processes.run`: SIGINT to the group after
 the delay, SIGKILL 30 s later if it is still alive (a hang). Recorded: seconds from SIGINT to
 exit, exit code, a traceback on stderr (or a death by a signal), and the result file if one was
 written (validated or not, interrupted or not). A run that ended before its SIGINT is counted as
@@ -41,7 +41,6 @@ a traceback, a hang, or a result written that does not validate), else 0.
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import os
 import random
@@ -54,11 +53,11 @@ import threading
 import time
 from pathlib import Path
 
-import faults
-from bench_scale import SHAPES, SHAPES_8, instance
-from heldout import SHARED
+if not __package__:  # run as a file: the suite importable from the repository's root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-atexit.register(shutil.rmtree, faults.WORK, ignore_errors=True)  # made by importing faults
+from benchmarks import processes  # noqa: E402
+from benchmarks.common import SHAPES, SHAPES_8, scaled_instance, use_pipedream  # noqa: E402
 
 CLUSTERS = (256, 1024)
 #: (method, placer, preset, family): None as placer is an exact or offline method (it places
@@ -86,7 +85,7 @@ def write_instances(folder: Path, jobs: int, exact_jobs: int,
             if key not in paths:
                 path = folder / f"scale-{servers}-{preset}-{count}.json"
                 path.write_text(json.dumps(
-                    instance(servers, count, preset, shapes[servers]).to_dict()))
+                    scaled_instance(servers, count, preset, shapes[servers]).to_dict()))
                 paths[key] = path
     return paths
 
@@ -180,18 +179,18 @@ def moment(m: dict, instance_path: Path, folder: Path, index: int, time_limit: f
            limit: float, env: dict, spy: str | None = None) -> dict:
     """Run one moment; the row of the table."""
     out = folder / f"result-{index}.json"
-    argv = [*faults.SOLVE, str(instance_path), "--method", m["method"], "--out", str(out)]
+    argv = [*processes.SOLVE, str(instance_path), "--method", m["method"], "--out", str(out)]
     argv += ["--placement", m["placer"]] if m["placer"] else ["--time-limit", str(time_limit)]
-    scenario = faults.Scenario(f"moment {index}", "interrupt", argv, check=None, env=env,
+    scenario = processes.Scenario(f"moment {index}", "interrupt", argv, check=None, env=env,
                                timeout=m["delay"] + KILL_AFTER, interrupt=(m["delay"],))
-    sent_by = time.time() + m["delay"]  # SIGINT is sent at or after this (faults.run sleeps)
+    sent_by = time.time() + m["delay"]  # SIGINT is sent at or after this (processes.run sleeps)
     spied: dict = {}
     timer = spy_later(m["delay"] - SPY_BEFORE, spied, spy) if spy else None
-    run = faults.run(scenario)
+    run = processes.run(scenario, folder)
     if timer is not None:
         timer.join()
     result = read_result(out)
-    traceback = faults._tb(run)
+    traceback = processes.has_traceback(run)
     written = result is not None and "unreadable" not in result
     first = (run.code == 0 and not run.hung and written and not result["interrupted"]
              and result["mtime"] < sent_by)
@@ -280,7 +279,7 @@ def main() -> int:
     args = parser.parse_args()
     spy = None if args.no_spy else shutil.which("py-spy") or next(
         (str(p) for p in [Path(sys.executable).with_name("py-spy")] if p.exists()), None)
-    os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(SHARED))
+    use_pipedream()
     folder = Path(tempfile.mkdtemp(prefix="pacopt-interrupt-"))
     env = {"PACOPT_CACHE_DIR": str(folder / "cache")}
     rows = []

@@ -32,7 +32,11 @@ from pacopt.model.pipedream import PAPER_GRAPHS
 from pacopt.model.settings import PRESETS, ModelSettings
 from pacopt.model.topology import RampCluster
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
+if not __package__:  # run as a file: the suite importable from the repository's root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.common import add_pipedream_argument, use_pipedream  # noqa: E402
+
 DEADLINE_FRACTION = 0.2
 
 
@@ -118,15 +122,12 @@ def deadline_rows(graphs, time_limit):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pipedream", type=Path, default=SHARED,
-                        help="folder with the PipeDream <model>.txt profiles")
+    add_pipedream_argument(parser)
     parser.add_argument("--budgets", default="2,4,8,16", help="comma-separated worker budgets")
     parser.add_argument("--time-limit", type=float, default=10.0,
                         help="seconds per solve and backend (default 10)")
     args = parser.parse_args()
-    if not args.pipedream.is_dir():
-        print(f"no PipeDream profiles at {args.pipedream}", file=sys.stderr)
-        return 2
+    args.pipedream = use_pipedream(args.pipedream, required=True)
     budgets = [int(b) for b in args.budgets.split(",")]
     graphs = {g: read_graph_file(args.pipedream / f"{g}.txt") for g in PAPER_GRAPHS}
     start = time.perf_counter()

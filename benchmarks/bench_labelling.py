@@ -24,7 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
+if not __package__:  # run as a file: the suite importable from the repository's root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.common import add_pipedream_argument, use_pipedream  # noqa: E402
+
 #: (name, CPUs, on Ray) of each run, in the table's order; the first is the reference.
 BACKENDS = (("serial", 1, False), ("pool", 2, False), ("ray", 1, True), ("ray", 2, True))
 
@@ -65,16 +69,12 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=200, help="jobs per episode")
     parser.add_argument("--dist", default="A", choices=("A", "B", "C", "D"))
     parser.add_argument("--teacher", default="rollout", help="the labelling teacher")
-    parser.add_argument("--pipedream", type=Path, default=SHARED,
-                        help="folder with the PipeDream <model>.txt profiles")
+    add_pipedream_argument(parser)
     args = parser.parse_args()
     if args.episodes < 1 or args.jobs < 1:
         print("--episodes and --jobs must be >= 1", file=sys.stderr)
         return 2
-    if not args.pipedream.is_dir():
-        print(f"no PipeDream profiles at {args.pipedream}", file=sys.stderr)
-        return 2
-    os.environ["PACOPT_PIPEDREAM_DIR"] = str(args.pipedream)
+    use_pipedream(args.pipedream, required=True)
     from pacopt.learned.train_config import TrainConfig
     from pacopt.model.paper_workload import TRAIN_SEED_RANGE
 

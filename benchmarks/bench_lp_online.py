@@ -15,14 +15,19 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
-from heldout import add_heldout_arguments, heldout_seeds
 from tqdm.auto import tqdm
 
 from pacopt.infra.errors import InputError
 from pacopt.model.paper_workload import PAPER_DISTRIBUTIONS, paper_instance
 from pacopt.solvers.api import solve
+
+if not __package__:  # run as a file: the suite importable from the repository's root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.common import add_heldout_arguments, heldout_seeds  # noqa: E402
 
 METHODS = ("min-feasible", "para-min", "para-max", "random", "tuned", "pac-ml", "lp-online")
 

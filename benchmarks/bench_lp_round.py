@@ -22,11 +22,15 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_exact import SHARED
 
 from pacopt.model.instance import instance_from_dict
 from pacopt.model.pipedream import PAPER_GRAPHS
 from pacopt.solvers.api import solve
+
+if not __package__:  # run as a file: the suite importable from the repository's root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.common import add_pipedream_argument, use_pipedream  # noqa: E402
 
 #: CP-SAT on beta A, seed 0 (docs/exact.md, lp-round by size): jobs -> (accepted, bound, limit s).
 README_CPSAT = {50: (50, 50, 60), 100: (93, 99, 60), 200: (186, 198, 60), 500: (456, 492, 600),
@@ -105,11 +109,9 @@ def main() -> int:
     parser.add_argument("--cpsat-time-limit", type=float, default=60.0)
     parser.add_argument("--run-cpsat-large", action="store_true")
     parser.add_argument("--skip-small", action="store_true", help="only the size table")
-    parser.add_argument("--pipedream", type=Path, default=SHARED)
+    add_pipedream_argument(parser)
     args = parser.parse_args()
-    if not args.pipedream.is_dir():
-        print(f"no PipeDream profiles at {args.pipedream}", file=sys.stderr)
-        return 2
+    args.pipedream = use_pipedream(args.pipedream, required=True)
     if not args.skip_small:
         small_table(args)
     size_table(args)

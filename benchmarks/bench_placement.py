@@ -28,9 +28,9 @@ import argparse
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
-from heldout import add_heldout_arguments, heldout_seeds
 from tqdm.auto import tqdm
 
 from pacopt.formulations.offline import build_problem
@@ -42,6 +42,11 @@ from pacopt.online.policies import make_policy
 from pacopt.solvers.best_fit import BestFit
 from pacopt.solvers.validate import validate
 from pacopt.solvers.warm import legal_degrees
+
+if not __package__:  # run as a file: the suite importable from the repository's root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.common import add_heldout_arguments, heldout_seeds  # noqa: E402
 
 
 def run(preset: str, seeds, num_jobs: int, bar) -> tuple[dict, dict]:

@@ -22,6 +22,10 @@ and the plot ``docs/img/scale.png``.
     PACOPT_PIPEDREAM_DIR=... python benchmarks/bench_scale.py            # the full table
     PACOPT_PIPEDREAM_DIR=... python benchmarks/bench_scale.py --quick    # 3 sizes, fewer jobs
     PACOPT_PIPEDREAM_DIR=... python benchmarks/bench_scale.py --servers-per-rack 8 --sizes 512 1024
+
+``--out FILE.json`` also writes the cost curve as a results data file (``docs/results/NAME.json``):
+per row of the table its seconds at each size, its memory at the largest and its blocking (the
+exact methods: accepted and bound).
 """
 
 from __future__ import annotations
@@ -37,12 +41,19 @@ import tempfile
 import time
 from pathlib import Path
 
-SHAPES = {32: (4, 4, 2), 64: (4, 4, 4), 128: (8, 4, 4), 256: (8, 8, 4), 512: (16, 8, 4),
-          1024: (16, 16, 4)}
-#: ``--servers-per-rack 8``: the same sizes with 8 servers per rack, tiles of 4x4x8 (128
-#: servers, masks wider than a 64-bit word) from 256 servers up.
-SHAPES_8 = {32: (4, 1, 8), 64: (4, 2, 8), 128: (4, 4, 8), 256: (8, 4, 8), 512: (8, 8, 8),
-            1024: (16, 8, 8)}
+if not __package__:  # run as a file: the suite importable from the repository's root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.common import (  # noqa: E402
+    REPOSITORY,
+    SHAPES,
+    SHAPES_8,
+    add_out_argument,
+    scaled_instance,
+    use_pipedream,
+    write_results,
+)
+
 #: (method, placer, preset): every online method family (one K each for the parametric ones)
 #: and each placer; compact needs the physical preset.
 ONLINE = [("sequential", None, "ddls"), ("para-max", None, "ddls"), ("para-min", None, "ddls"),
@@ -54,25 +65,14 @@ ONLINE = [("sequential", None, "ddls"), ("para-max", None, "ddls"), ("para-min",
           ("min-feasible", "compact", "physical"),
           ("pac-ml", "compact", "physical")]
 EXACT = ["bound", "cpsat"]
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def instance(servers: int, jobs: int, preset: str, shape: tuple[int, int, int] | None = None):
-    """The scaled paper workload on the cluster of ``servers`` (module doc; ``shape``: another
-    RAMP shape of that size)."""
-    from pacopt.model.instance import instance_from_dict
-    from pacopt.model.paper_workload import on_cluster, paper_instance_dict
-
-    data = on_cluster(paper_instance_dict("A", 10000, jobs, preset, horizon_ms=None),
-                      tuple(shape or SHAPES[servers]))
-    return instance_from_dict(data, source=f"scale-{servers}")
+ROOT = REPOSITORY
 
 
 def run_one(spec: dict) -> dict:
     """One run in this process (``--one``): the row of the table."""
     from pacopt.solvers.api import check_run, solve
 
-    inst = instance(spec["servers"], spec["jobs"], spec["preset"], spec.get("shape"))
+    inst = scaled_instance(spec["servers"], spec["jobs"], spec["preset"], spec.get("shape"))
     started = time.perf_counter()
     check_run(inst, spec["method"], placement=spec["placer"])  # imports, checkpoints: once
     ready = time.perf_counter()
@@ -93,7 +93,7 @@ def run_one(spec: dict) -> dict:
 def measure(spec: dict, env: dict) -> dict:
     """:func:`run_one` in a fresh process (twice for online methods: the first warms the
     cache)."""
-    command = [sys.executable, __file__, "--one", json.dumps(spec)]
+    command = [sys.executable, "-m", "benchmarks", "scale", "--one", json.dumps(spec)]
     runs = 1 if spec["method"] in EXACT else 2
     for _ in range(runs):
         done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT,
@@ -158,8 +158,10 @@ def main() -> None:
     parser.add_argument("--servers-per-rack", type=int, choices=(4, 8), default=4,
                         help="8: the shapes with 8 servers per rack (4x1x8 ... 16x8x8; no plot "
                         "unless --plot)")
+    add_out_argument(parser)
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    use_pipedream()
     if args.one:
         print(json.dumps(run_one(json.loads(args.one))))
         return
@@ -205,6 +207,37 @@ def main() -> None:
     if path:
         plot(rows, fits, Path(path))
         print(f"plot: {path}")
+    if args.out:
+        write_cost_curve(args.out, rows, sizes, shapes, jobs, exact_jobs, limit)
+
+
+def write_cost_curve(path: Path, rows: list[dict], sizes: list[int], shapes: dict, jobs: int,
+                     exact_jobs: int, limit: float) -> None:
+    """The results data file of ``--out``: one row per method, its seconds per size."""
+    table = []
+    for name in dict.fromkeys(label(r) for r in rows):
+        mine = {r["servers"]: r for r in rows if label(r) == name and "seconds" in r}
+        exact = name in EXACT
+        seconds = [f"{mine[s]['seconds']:.2f} s" if s in mine else None for s in sizes]
+        memory = round(mine[sizes[-1]]["rss_mb"]) if sizes[-1] in mine else None
+        if exact:
+            outcome = (" / ".join(str(mine[s]["accepted"]) if s in mine else "-" for s in sizes)
+                       + " accepted, bound "
+                       + " / ".join(f"{mine[s]['bound']:.0f}" if s in mine and
+                                    mine[s]["bound"] is not None else "-" for s in sizes))
+            name = f"{name} ({exact_jobs} jobs, {limit:g} s)"
+        else:
+            outcome = " / ".join(f"{mine[s]['blocking']:.3f}" if s in mine else "-"
+                                 for s in sizes)
+        table.append([f"`{name}`", *seconds, memory, outcome])
+    write_results(
+        path, f"Seconds per episode against cluster size ({jobs} jobs online"
+              + (f", {exact_jobs} exact)" if any(label(r) in EXACT for r in rows) else ")"),
+        ["method", f"{sizes[0]} servers", *map(str, sizes[1:]), f"MB at {sizes[-1]}",
+         "blocking at " + " / ".join(map(str, sizes))], table,
+        notes="The paper's workload (beta A, held-out seed 10000) on "
+              + ", ".join("x".join(map(str, shapes[s])) for s in sizes)
+              + ", jobs 1000 x 32 / servers ms apart, no horizon; validation included.")
 
 
 if __name__ == "__main__":

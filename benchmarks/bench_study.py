@@ -23,7 +23,11 @@ from pathlib import Path
 
 import pandas as pd
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
+if not __package__:  # run as a file: the suite importable from the repository's root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.common import add_pipedream_argument, use_pipedream  # noqa: E402
+
 #: Online methods in order of preference; the first six the api knows are benchmarked.
 CANDIDATES = ("para-max", "para-min", "random", "min-feasible", "sequential", "fixed:4", "tuned",
               "fixed:8")
@@ -61,14 +65,10 @@ def timed(study, workers: int, ray: bool) -> tuple[float, float, pd.DataFrame]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pipedream", type=Path, default=SHARED,
-                        help="folder with the PipeDream <model>.txt profiles")
+    add_pipedream_argument(parser)
     parser.add_argument("--cpus", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
-    if not args.pipedream.is_dir():
-        print(f"no PipeDream profiles at {args.pipedream}", file=sys.stderr)
-        return 2
-    os.environ["PACOPT_PIPEDREAM_DIR"] = str(args.pipedream)
+    use_pipedream(args.pipedream, required=True)
     os.environ["PACOPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="pacopt-bench-")
     from pacopt.analysis import comparable, method_known
     from pacopt.model.jct import JctModel

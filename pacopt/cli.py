@@ -27,6 +27,8 @@ COMMANDS = {
                  "re-check a result file against its instance"),
     "download-pipedream": ("pacopt.solvers.commands", "download_command",
                            "fetch the public PipeDream profiles (internet)"),
+    "download-traces": ("pacopt.solvers.commands", "download_traces_command",
+                        "fetch Microsoft's ITP job traces (ElasticFlow's release; internet)"),
     "schema": ("pacopt.solvers.commands", "schema_command", "print the instance JSON Schema"),
     "train": ("pacopt.learned.train_command", "train_command",
               "train the learned partitioner (imitation, then MaskablePPO); resumable"),

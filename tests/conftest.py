@@ -1,19 +1,72 @@
-"""Shared fixtures."""
+"""Shared fixtures.
 
+The public data (PipeDream profiles, the ElasticFlow / ITP traces) is found where the package
+finds it (``PACOPT_PIPEDREAM_DIR`` / ``PACOPT_TRACES_DIR``, then the download cache of the
+``PACOPT_CACHE_DIR`` pytest was started with), then in ``shared/data`` beside the repository
+(where CI has it); a test that needs it skips without it, saying which command fetches it.
+"""
+
+import os
 from pathlib import Path
 
 import pytest
 
-#: The shared folder next to the repository (PipeDream profiles, reference notes).
+#: The shared folder next to the repository (PipeDream profiles, traces, reference notes).
 SHARED = Path(__file__).resolve().parents[2] / "shared"
+#: The caller's cache (the session below gives the tests a fresh one): the data downloaded there
+#: is looked up in it.
+USER_CACHE = os.environ.get("PACOPT_CACHE_DIR")
+#: The clusters the tests, the notebooks and studies/trace.yaml read, in both folders.
+TRACE_CLUSTERS = ("cluster01", "cluster02", "cluster03", "cluster04", "cluster05", "cluster07",
+                  "cluster08", "cluster09")
+
+
+def _in_user_cache(find):
+    """``find()`` with ``PACOPT_CACHE_DIR`` as pytest was started with."""
+    with pytest.MonkeyPatch.context() as patch:
+        if USER_CACHE is None:
+            patch.delenv("PACOPT_CACHE_DIR", raising=False)
+        else:
+            patch.setenv("PACOPT_CACHE_DIR", USER_CACHE)
+        return find()
+
+
+def find_pipedream_data() -> Path | None:
+    """A folder with every PipeDream profile: the package's folders
+    (:func:`pacopt.model.datasets.pipedream_dirs`), then ``shared/data/pipedream``."""
+    from pacopt.model.datasets import pipedream_dirs
+    from pacopt.model.pipedream import PIPEDREAM_MODELS
+
+    for folder in [*_in_user_cache(pipedream_dirs), SHARED / "data" / "pipedream"]:
+        if all((folder / f"{model}.txt").is_file() for model in PIPEDREAM_MODELS):
+            return folder
+    return None
+
+
+def find_trace_data() -> Path | None:
+    """A traces folder with :data:`TRACE_CLUSTERS` in ``generated/`` and ``raw/``: the package's
+    (:func:`pacopt.model.datasets.find_traces`), then ``shared/data/traces/elasticflow``."""
+    from pacopt.infra.errors import InputError
+    from pacopt.model.datasets import find_traces
+
+    try:
+        candidates = [_in_user_cache(find_traces)]
+    except InputError:
+        candidates = []
+    for folder in [*candidates, SHARED / "data" / "traces" / "elasticflow"]:
+        if all((folder / sub / f"{name}.csv").is_file() for sub in ("generated", "raw")
+               for name in TRACE_CLUSTERS):
+            return folder
+    return None
 
 
 @pytest.fixture(scope="session")
 def pipedream_dir() -> Path:
     """The public PipeDream profiles (``<model>.txt``); skips the test when they are absent."""
-    path = SHARED / "data" / "pipedream"
-    if not path.is_dir():
-        pytest.skip(f"PipeDream profiles not found at {path}")
+    path = find_pipedream_data()
+    if path is None:
+        pytest.skip("PipeDream profiles not found: run `pacopt download-pipedream` or set "
+                    "PACOPT_PIPEDREAM_DIR")
     return path
 
 
@@ -37,14 +90,27 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def traces_everywhere():
+    """The traces folder, when found, is ``PACOPT_TRACES_DIR`` for the whole session (as for a
+    user who set it), so code that names a trace (``cluster04``) finds it: the example studies,
+    the notebooks, the commands the tests start."""
+    path = find_trace_data()
+    with pytest.MonkeyPatch.context() as patch:
+        if path is not None:
+            patch.setenv("PACOPT_TRACES_DIR", str(path))
+        yield path
+
+
 @pytest.fixture(scope="session")
-def trace_dir() -> Path:
+def trace_dir(traces_everywhere) -> Path:
     """The ElasticFlow release of Microsoft's ITP job traces (``raw/`` and ``generated/``
-    cluster CSVs); skips the test when they are absent. Never copied into the repository."""
-    path = SHARED / "data" / "traces" / "elasticflow"
-    if not (path / "generated").is_dir():
-        pytest.skip(f"ElasticFlow traces not found at {path}")
-    return path
+    cluster CSVs, also ``PACOPT_TRACES_DIR``); skips the test when they are absent. Never copied
+    into the repository."""
+    if traces_everywhere is None:
+        pytest.skip("ElasticFlow traces not found: run `pacopt download-traces` or set "
+                    "PACOPT_TRACES_DIR")
+    return traces_everywhere
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -188,3 +188,25 @@ def test_a_killed_parents_pool_workers_stop_their_tasks(tmp_path):
     else:
         os.kill(worker, signal.SIGKILL)
         pytest.fail("the worker outlived its killed parent by 15 s")
+
+
+def test_a_ctrl_c_as_the_method_returns_keeps_its_result(tmp_path, monkeypatch):
+    """A Ctrl-C that comes after the method and its validation, before the result is written
+    (the return from solve()), still writes the validated result, then exit 130."""
+    from pacopt.cli import solve_main
+    from pacopt.solvers import api
+
+    real = api.solve
+
+    def then_ctrl_c(*args, **kwargs):
+        solution = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # Python runs the handler between bytecodes, here
+        return solution
+
+    monkeypatch.setattr(api, "solve", then_ctrl_c)
+    out = tmp_path / "r.json"
+    bundled = Path(__file__).resolve().parents[1] / "examples" / "bundled.json"
+    assert solve_main([str(bundled), "--out", str(out), "--quiet"]) == 130
+    result = json.loads(out.read_text())
+    assert result["validated"] and result["arrived"] == 300

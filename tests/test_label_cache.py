@@ -68,8 +68,9 @@ def test_a_second_run_reads_every_episode_back_and_fits_the_same_policy(pipedrea
 
 def test_an_episode_comes_back_as_it_was_labelled_and_a_damaged_one_is_labelled_again(
         pipedream_env, tmp_path):
+    from pacopt.learned.callbacks import weights
     from pacopt.learned.label_cache import LabelCache, episode_key
-    from pacopt.learned.train import _label_all, _labeller, weights
+    from pacopt.learned.train import _label_all, _labeller
 
     config = _config()
     rng = np.random.default_rng(1)

@@ -307,7 +307,8 @@ def test_a_run_initialised_from_an_older_checkpoint_takes_its_network_shape(tmp_
 def test_ppo_updates_are_logged_to_the_curve(tmp_path, pipedream_env):
     """Each PPO update's losses, KL, entropy and explained variance become a ``ppo`` row of
     curve.csv (sb3's logger is no longer silenced into nothing)."""
-    from pacopt.learned.train import PPO_COLUMNS, TrainConfig, train
+    from pacopt.learned.callbacks import PPO_COLUMNS
+    from pacopt.learned.train import TrainConfig, train
 
     config = TrainConfig(distributions=("C",), num_jobs=30, envs=1, max_steps=192, n_steps=64,
                          batch_size=32, minutes=1, teacher="", validation_seeds=(9000,))
@@ -322,7 +323,7 @@ def test_ppo_updates_are_logged_to_the_curve(tmp_path, pipedream_env):
 
 
 def test_an_older_curve_is_widened_once(tmp_path):
-    from pacopt.learned.train import CURVE_COLUMNS, PPO_COLUMNS, _append_curve
+    from pacopt.learned.callbacks import CURVE_COLUMNS, PPO_COLUMNS, _append_curve
 
     (tmp_path / "curve.csv").write_text("kind,steps,seconds,blocking_rate\ntrain,10,1.0,0.5\n")
     _append_curve(tmp_path, {"kind": "ppo", "steps": 20, "seconds": 2.0, "approx_kl": 0.01})
@@ -372,10 +373,11 @@ def test_spill_features_flag_a_footprint_larger_than_on_an_empty_cluster():
 def test_a_rollout_teachers_soft_target_ranks_degrees_by_their_rollout_scores(pipedream_env):
     """The target's best degree is the rollout's choice (ties go to the base policy), and each
     scored degree's logit is its score gap to the base policy's over the temperature."""
-    from pacopt.learned.train import TIE_PREFERENCE, TrainConfig, teacher_chooser
+    from pacopt.learned.teacher import TIE_PREFERENCE, TeacherSpec, make_teacher
+    from pacopt.learned.train import TrainConfig
 
     env = TrainConfig(distributions=("C",), num_jobs=30).env()
-    teacher = teacher_chooser("rollout", "C", "ddls", env.family, seed=3, temperature=0.5)
+    teacher = make_teacher(TeacherSpec.parse("rollout", temperature=0.5), "C", env.family, seed=3)
     obs, _ = env.reset(options={"distribution": "C", "seed": 5})
     choices, done = 0, False
     while not done:
@@ -395,7 +397,8 @@ def test_a_rollout_teachers_soft_target_ranks_degrees_by_their_rollout_scores(pi
 def test_the_rollout_teachers_futures_and_guard_come_from_the_config():
     """``--rollout-futures`` and ``--rollout-significance`` reach the rollout teacher (and
     ``improve``'s first round, which is one); ``lookahead`` plays the real future alone."""
-    from pacopt.learned.train import TrainConfig, teacher_chooser
+    from pacopt.learned.teacher import TeacherSpec, make_teacher
+    from pacopt.learned.train import TrainConfig
 
     config = TrainConfig(rollout_futures=3, rollout_significance=1.5)
     for bad in ({"rollout_futures": 0}, {"rollout_significance": -1.0}):
@@ -403,14 +406,13 @@ def test_the_rollout_teachers_futures_and_guard_come_from_the_config():
             TrainConfig(**bad)
     fam = family(30)
     for name in ("rollout", "improve"):
-        teacher = teacher_chooser(name, "B", "ddls", fam, seed=3,
-                                  rollout=(config.rollout_futures, config.rollout_significance))
+        teacher = make_teacher(replace(config, teacher=name).teacher_spec(), "B", fam, seed=3)
         assert len(teacher.rollout.futures) == 3 and teacher.significance == 1.5
         assert all(len(stream) == 30 for stream in teacher.rollout.futures)
-    default = teacher_chooser("rollout", "B", "ddls", fam, seed=3)
+    default = make_teacher(TeacherSpec.parse("rollout"), "B", fam, seed=3)
     assert len(default.rollout.futures) == 8 and default.significance == 0.0
-    assert teacher_chooser("lookahead", "B", "ddls", fam, seed=3,
-                           rollout=(3, 1.5)).rollout.futures is None
+    assert make_teacher(replace(config, teacher="lookahead").teacher_spec(), "B", fam,
+                        seed=3).rollout.futures is None
 
 
 def test_the_significance_guard_lowers_each_departure_by_its_noise():
@@ -419,7 +421,7 @@ def test_the_significance_guard_lowers_each_departure_by_its_noise():
     every stream stays above it."""
     from types import SimpleNamespace
 
-    from pacopt.learned.train import TIE_PREFERENCE, RolloutTarget
+    from pacopt.learned.teacher import TIE_PREFERENCE, RolloutTarget
 
     accepted = {2: np.array([5.0, 5, 5, 5]),   # the base's degree
                 4: np.array([9.0, 2, 9, 2]),   # gains 4, -3, 4, -3: a mean of 0.5, error 2.02
@@ -480,14 +482,14 @@ def test_a_whole_episode_rollout_never_loses_to_the_agent():
 def test_the_improve_teacher_labels_every_kth_state_over_the_student():
     """``improve`` with a student: a rollout over that network, labelling every third state;
     the steps it leaves unlabelled are driven (the student's greedy degree) but not fitted."""
-    from pacopt.learned.train import greedy_chooser, teacher_chooser
+    from pacopt.learned.teacher import TeacherSpec, greedy_chooser, make_teacher
 
     fam = family(30)
     env = PartitionEnv(fam)
     student = _fresh_model(env).policy
     student.set_training_mode(False)
-    teacher = teacher_chooser("improve", "B", "ddls", fam, seed=3, temperature=0.5,
-                              student=student, label_every=3)
+    teacher = make_teacher(TeacherSpec.parse("improve", temperature=0.5, label_every=3), "B",
+                           fam, seed=3, student=student)
     assert isinstance(teacher.rollout.base, LearnedPolicy)
     assert teacher.rollout.base.player.network is student
     _, steps = play(env, greedy_chooser(student), "B", 20_001, teacher)

@@ -1,7 +1,9 @@
 """Trace workloads (``workload.trace``, ``pacopt trace``), their graphs, and the two trace policies.
 
-Hand-made traces are written by the tests themselves; the real ElasticFlow traces are read from
-``../shared/data/traces/elasticflow`` and those tests skip cleanly without it.
+Hand-made traces are written by the tests themselves; the real ElasticFlow traces are found as
+the package finds them (``PACOPT_TRACES_DIR``, the download cache), else in
+``shared/data/traces/elasticflow`` beside the repository (``conftest.trace_dir``), and those tests
+skip cleanly without them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from offline_cases import TINY
 
 from pacopt.cli import pacopt_main, solve_main
 from pacopt.infra.errors import InputError
+from pacopt.model.datasets import find_trace, find_traces, trace_path, traces_cache
 from pacopt.model.decision import Decision
 from pacopt.model.graph import graph_from_dict
 from pacopt.model.graph_sources import EXAMPLES_DIR, read_graph_file
@@ -212,6 +215,76 @@ def test_a_trace_path_is_relative_to_the_instance_file(tmp_path):
     path.write_text(json.dumps(tiny_instance({"file": "traces/three.csv",
                                               "format": "elasticflow"})))
     assert [j.id for j in load_instance(path).jobs] == ["a", "b", "c"]
+
+
+# ----- traces found by name -----------------------------------------------------------------------
+@pytest.fixture
+def no_traces(tmp_path, monkeypatch) -> Path:
+    """No traces anywhere the finder looks: no PACOPT_TRACES_DIR, an empty cache and home;
+    returns the cache folder (``$PACOPT_CACHE_DIR``)."""
+    monkeypatch.delenv("PACOPT_TRACES_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PACOPT_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def traces_folder(folder: Path) -> Path:
+    """A traces folder holding the three jobs as ``generated/three.csv`` and ``raw/three.csv``."""
+    (folder / "generated").mkdir(parents=True)
+    (folder / "raw").mkdir()
+    generated_csv(folder / "generated" / "three.csv", THREE)
+    raw_csv(folder / "raw" / "three.csv", [(i, s, t, g) for i, s, _, _, g, t in THREE])
+    return folder
+
+
+def test_the_traces_folder_is_the_variable_then_the_cache(no_traces, tmp_path, monkeypatch):
+    with pytest.raises(InputError, match="run `pacopt download-traces` or set PACOPT_TRACES_DIR"):
+        find_traces()
+    home_cache = traces_folder(tmp_path / "home" / ".cache" / "pacopt" / "traces" / "elasticflow")
+    assert find_traces() == home_cache  # downloaded before PACOPT_CACHE_DIR was set
+    cache = traces_folder(no_traces / "traces" / "elasticflow")
+    assert find_traces() == cache == traces_cache()
+    own = traces_folder(tmp_path / "own")
+    monkeypatch.setenv("PACOPT_TRACES_DIR", str(own))
+    assert find_traces() == own
+    assert find_trace("three", "elasticflow-raw") == own / "raw" / "three.csv"
+    monkeypatch.setenv("PACOPT_TRACES_DIR", str(tmp_path))  # no generated/ or raw/ in it
+    with pytest.raises(InputError, match="PACOPT_TRACES_DIR .* holds no generated/ or raw/"):
+        find_traces()
+
+
+def test_a_trace_file_may_name_a_trace_of_the_folder(no_traces, tmp_path, monkeypatch):
+    folder = traces_folder(tmp_path / "own")
+    monkeypatch.setenv("PACOPT_TRACES_DIR", str(folder))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    named = instance_from_dict(tiny_instance({"file": "three", "format": "elasticflow",
+                                              "load": None}), elsewhere)
+    assert [j.id for j in named.jobs] == ["a", "b", "c"]
+    raw = instance_from_dict(tiny_instance({"file": "three", "format": "elasticflow-raw",
+                                            "graphs": ["tiny"], "load": None}), elsewhere)
+    assert [j.id for j in raw.jobs] == ["a", "b", "c"]
+    # a file of that name beside the instance is the trace: existing instances keep their meaning
+    generated_csv(elsewhere / "three", THREE[:2])
+    assert trace_path("three", "elasticflow", elsewhere) == elsewhere / "three"
+    # a path is never looked up, a missing name is one line naming what is there
+    assert trace_path("gone.csv", "elasticflow", elsewhere) == elsewhere / "gone.csv"
+    with pytest.raises(InputError, match=r"no trace 'cluster06' in .*generated \(there: three\); "
+                                         r"run `pacopt download-traces cluster06`"):
+        instance_from_dict(tiny_instance({"file": "cluster06", "format": "elasticflow"}))
+    with pytest.raises(InputError, match="the release has no elasticflow-raw trace '195job'"):
+        find_trace("195job", "elasticflow-raw")
+
+
+def test_a_study_names_its_traces(no_traces, tmp_path, monkeypatch):
+    from pacopt.analysis import study_from_dict
+
+    monkeypatch.setenv("PACOPT_TRACES_DIR", str(traces_folder(tmp_path / "own")))
+    study = study_from_dict({"name": "t", "grids": [{"name": "named", "trace": {
+        "files": ["three"], "models": {"resnet50": "cnn", "bert": "cnn"}, "loads": [None]},
+        "methods": ["as-requested"]}]}, tmp_path)
+    assert [c.params["trace"] for c in study.cells] == ["three"]
+    assert study.cells[0].params["num_jobs"] == 3
 
 
 def test_the_committed_schema_knows_the_trace_workload():
@@ -438,6 +511,11 @@ def test_default_replay_of_a_real_cluster(traces_env):
     assert blocking[-1] - blocking[0] > 0.05
 
 
+def test_a_real_cluster_is_found_by_name(trace_dir):
+    for fmt, sub in (("elasticflow", "generated"), ("elasticflow-raw", "raw")):
+        assert trace_path("cluster07", fmt) == trace_dir / sub / "cluster07.csv"
+
+
 def test_raw_and_generated_files_are_the_same_jobs(traces_env):
     raw = read_trace(traces_env / "raw" / "cluster05.csv", "elasticflow-raw")
     generated = read_trace(traces_env / "generated" / "cluster05.csv", "elasticflow")
@@ -456,6 +534,17 @@ def test_busiest_window_of_a_real_cluster(traces_env, tmp_path, capsys):
     assert stats["beta_source"] == "distribution"
     assert set(stats["graphs"]) <= set(RAW_GRAPHS)
     assert solve_main([str(out), "--method", "elasticflow", "--quiet"]) == 0
+
+
+def test_pacopt_trace_takes_a_traces_name(traces_env, tmp_path, monkeypatch):
+    """``pacopt trace cluster04``: the name is found in the traces folder and kept as the name
+    in the instance, which then replays wherever the traces are."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "c04.json"
+    assert pacopt_main(["trace", "cluster04", "--num-jobs", "50", "--out", str(out)]) == 0
+    trace = json.loads(out.read_text())["workload"]["trace"]
+    assert trace["file"] == "cluster04" and trace["format"] == "elasticflow"
+    assert solve_main([str(out), "--method", "min-feasible", "--quiet"]) == 0
 
 
 @pytest.mark.slow

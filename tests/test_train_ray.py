@@ -35,14 +35,9 @@ def test_ray_labels_the_same_steps_and_fits_the_same_policy_as_the_serial_path(p
     from sb3_contrib import MaskablePPO
 
     from pacopt.infra.ray_cluster import ray_session
+    from pacopt.learned.callbacks import weights
     from pacopt.learned.gnn import DegreePolicy
-    from pacopt.learned.train import (
-        TrainConfig,
-        _label_all,
-        _labeller,
-        warm_start,
-        weights,
-    )
+    from pacopt.learned.train import TrainConfig, _label_all, _labeller, warm_start
 
     config = TrainConfig(distributions=("C",), num_jobs=20, envs=2, teacher="tuned",
                          warm_episodes=2, dagger_rounds=1, dagger_episodes=1, warm_epochs=2)

@@ -12,7 +12,7 @@ from gymnasium.utils.env_checker import check_env
 from pacopt.infra.errors import InputError
 from pacopt.learned.agent import CHECKPOINT_DIR, default_checkpoint
 from pacopt.learned.env import PartitionEnv, TraceFamily
-from pacopt.learned.train import teacher_chooser
+from pacopt.learned.teacher import make_teacher
 from pacopt.learned.train_config import TrainConfig
 from pacopt.model.placers import DEFAULT_PLACER
 from pacopt.model.trace import evaluation_rows, read_trace
@@ -80,7 +80,7 @@ def test_training_config_on_traces(family):
     config = TrainConfig(trace=files, num_jobs=60, teacher="rollout:min-feasible")
     assert config.labels == ("east", "west")
     assert config.family().distributions == ("east", "west")
-    teacher = teacher_chooser(config.teacher, "west", family=family, seed=1)
+    teacher = make_teacher(config.teacher_spec(), "west", family, seed=1)
     assert teacher.rollout.base.name == "min-feasible"
     assert len(teacher.rollout.futures) > 1
 

@@ -21,11 +21,10 @@ a 2-thread exact solve takes 2 CPUs of the cluster.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import ExitStack, closing
 from pathlib import Path
 
 import pandas as pd
@@ -33,12 +32,8 @@ import pandas as pd
 from pacopt.analysis.study_spec import Cell, Study
 from pacopt.analysis.table import assemble, error_row, solution_row
 from pacopt.infra.errors import InputError, warn
-from pacopt.infra.interrupt import (
-    children_ignore_interrupts,
-    follow_stop,
-    stop_requested,
-    stoppable,
-)
+from pacopt.infra.executors import ProcessPool, in_turn, on_pool, on_ray
+from pacopt.infra.interrupt import stop_requested, stoppable
 from pacopt.infra.progress import tqdm
 from pacopt.infra.ray_cluster import check_ray_address, ray_session
 from pacopt.infra.safe_write import prepare_folder, write_atomically
@@ -105,9 +100,7 @@ def _run(study, out, rows, pending, journal_path, workers, ray, ray_address, pro
         with tqdm(total=len(study.cells), initial=len(study.cells) - len(pending),
                   desc=study.name, unit="cell", disable=None if progress else True) as bar, \
                 journal_path.open("a") as journal:
-            execute = _on_ray(pending, ray_address, workers) if ray or ray_address else \
-                _on_pool(pending, workers)
-            for cell, row, text in execute:
+            for cell, row, text in _finished_cells(pending, workers, ray, ray_address):
                 if text is not None:
                     write_atomically(out / "results" / f"{cell.id}.json", text, what="study output")
                 journal.write(json.dumps(row) + "\n")
@@ -165,62 +158,27 @@ def write_table(table: pd.DataFrame, out_dir: Path) -> None:
                          what="study output")
 
 
-# ----- executors: each yields (cell, row, result JSON) as cells finish -------------------------------
-def _on_pool(cells: list[Cell], workers: int) -> Iterator[tuple[Cell, dict, str | None]]:
-    """A local process pool running at most ``workers`` CPUs' worth of cells (in this process
-    when ``workers`` is 1)."""
-    if workers <= 1:
-        for cell in cells:
-            yield (cell, *run_cell(cell))
-        return
-    queue, running, free = list(cells), {}, workers
-    context = multiprocessing.get_context()
-    stopped = context.Event()  # the workers' stop (follow_stop): they never see Ctrl-C
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                               initializer=follow_stop, initargs=(stopped,))
-    try:
-        while queue or running:
-            while queue and min(queue[0].cpus, workers) <= free and not stop_requested():
-                cell = queue.pop(0)
-                free -= min(cell.cpus, workers)
-                with children_ignore_interrupts():  # a worker may start here
-                    running[pool.submit(run_cell, cell)] = cell
-            done, _ = wait(running, timeout=0.25, return_when=FIRST_COMPLETED)
-            if stop_requested():
-                # Ctrl-C: the running cells stop within seconds and are not recorded (their
-                # answer is not the cell's; a rerun solves them again); the finished ones stand
-                stopped.set()
-                queue.clear()
-            for future in done:
-                cell = running.pop(future)
-                free += min(cell.cpus, workers)
-                try:
-                    row, text = future.result()
-                except KeyboardInterrupt:  # the cell was interrupted
-                    continue
-                yield cell, row, text
-        if stop_requested():
-            raise KeyboardInterrupt
-    finally:
-        stopped.set()
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _on_ray(cells: list[Cell], address: str | None, num_cpus: int
-            ) -> Iterator[tuple[Cell, dict, str | None]]:
-    """Ray tasks, one per cell, each asking for the cell's CPUs (capped at the cluster's)."""
-    with ray_session(address, num_cpus) as ray:
-        total = int(ray.cluster_resources().get("CPU", 1))
-        task = ray.remote(run_cell)
-        refs = {task.options(num_cpus=min(cell.cpus, total)).remote(cell): cell for cell in cells}
-        try:
-            while refs:
-                done, _ = ray.wait(list(refs), num_returns=1, timeout=0.25)
-                if stop_requested():  # Ctrl-C: the running cells are cancelled, not recorded
-                    raise KeyboardInterrupt
-                if done:
-                    cell = refs.pop(done[0])
-                    yield (cell, *ray.get(done[0]))
-        finally:
-            for ref in refs:
-                ray.cancel(ref)
+# ----- where the cells run ----------------------------------------------------------------------
+def _finished_cells(cells: list[Cell], workers: int, ray: bool, address: str | None
+                    ) -> Iterator[tuple[Cell, dict, str | None]]:
+    """(cell, row, result JSON) of each cell as it finishes (:mod:`pacopt.infra.executors`):
+    Ray tasks, each asking for the cell's CPUs (capped at the cluster's), with ``ray`` or an
+    ``address``; else a local process pool running at most ``workers`` CPUs' worth of cells; in
+    this process when ``workers`` is 1. After a stop request (Ctrl-C) the running cells stop
+    and are not recorded (their answer is not the cell's; a rerun solves them again), the
+    finished ones stand, and KeyboardInterrupt is raised."""
+    cpus = [cell.cpus for cell in cells]
+    with ExitStack() as stack:
+        if ray or address:
+            session = stack.enter_context(ray_session(address, workers))
+            results = on_ray(session, run_cell, cells, cpus)
+        elif workers > 1:
+            pool = stack.enter_context(ProcessPool(workers))
+            results = on_pool(pool, run_cell, cells, cpus)
+        else:
+            results = in_turn(run_cell, cells)
+        # closed before the pool shuts down: cells not yet yielded are told to stop
+        for index, (row, text) in stack.enter_context(closing(results)):
+            yield cells[index], row, text
+    if stop_requested():
+        raise KeyboardInterrupt

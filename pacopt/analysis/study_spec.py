@@ -17,11 +17,13 @@ table's rows. Example::
         methods: [para-max, para-min, random, {name: milp, time_limit: 60, threads: 2}]
 
 A grid may replay job traces instead (``trace``: files x windows x loads, see
-:class:`TraceGrid` and ``docs/traces.md``)::
+:class:`TraceGrid` and ``docs/traces.md``); a file is a CSV path relative to the study file, or
+the name of a trace of the ElasticFlow release (``cluster04``), found in ``$PACOPT_TRACES_DIR``
+or where ``pacopt download-traces`` puts it::
 
       - name: busiest
         trace:
-          files: [../../shared/data/traces/elasticflow/generated/cluster04.csv]
+          files: [cluster04]
           windows: [{window: busiest, num_jobs: 200}]
           loads: [0.5, 1.0]
         methods: [as-requested, elasticflow, min-feasible]
@@ -141,7 +143,9 @@ class TraceGrid(SpecModel):
     """Trace workloads (``docs/traces.md``): every file x window x load x preset x cluster x
     seed; each becomes an instance with a ``workload.trace`` section."""
 
-    files: list[str] = Field(min_length=1, description="trace CSVs, relative to the study file")
+    files: list[str] = Field(min_length=1, description=(
+        "trace CSVs, relative to the study file, or trace names (cluster04: "
+        "$PACOPT_TRACES_DIR or `pacopt download-traces`)"))
     format: Literal["elasticflow", "elasticflow-raw"] = "elasticflow"
     windows: list[TraceWindow] = Field(default_factory=lambda: [TraceWindow()], min_length=1)
     loads: list[Annotated[float, Field(gt=0)] | None] = Field(

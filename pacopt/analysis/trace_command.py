@@ -28,7 +28,8 @@ def trace_parser() -> CommandParser:
         "Turn a job trace (ElasticFlow's release of Microsoft's ITP traces) into a pacopt "
         "instance with a workload.trace section, and print the window's statistics: jobs, "
         "arrival rate, GPU demand and the load it puts on the cluster."))
-    parser.add_argument("file", help="the trace CSV")
+    parser.add_argument("file", help="the trace CSV, or a trace's name (cluster04) in the traces "
+                                     "folder ($PACOPT_TRACES_DIR or `pacopt download-traces`)")
     parser.add_argument("--format", choices=["elasticflow", "elasticflow-raw"],
                         help="default: elasticflow if the header has model_name and deadline, "
                              "else elasticflow-raw")
@@ -66,6 +67,7 @@ def trace_command(argv: list[str]) -> int:
     """``pacopt trace``'s body, as the ``pacopt`` command registry calls it (inside its
     one-line-error wrapper)."""
     from pacopt.infra.safe_write import write_atomically
+    from pacopt.model.datasets import trace_path
     from pacopt.model.instance import InstanceSpec
     from pacopt.model.settings import ModelSettings
     from pacopt.model.solution import check_output_path
@@ -73,8 +75,11 @@ def trace_command(argv: list[str]) -> int:
     from pacopt.model.trace import expand_trace
 
     args = trace_parser().parse_args(argv)
-    source = Path(args.file)
-    trace = {"file": str(source.resolve()), "format": args.format or _guess_format(source)}
+    # a path, or a trace's name (cluster04) in the traces folder (pacopt download-traces)
+    source = trace_path(args.file, args.format or "elasticflow")
+    named = source.resolve() != Path(args.file).resolve()  # kept as the name: the instance travels
+    trace = {"file": args.file if named else str(source.resolve()),
+             "format": args.format or _guess_format(source)}
     trace["num_jobs"] = None if args.num_jobs == "all" else _int(args.num_jobs, "--num-jobs")
     if args.start_s is not None:
         trace["start_s"] = args.start_s
@@ -95,8 +100,9 @@ def trace_command(argv: list[str]) -> int:
         data["model"] = {"preset": args.preset}
     out = None
     if args.out:
-        out = check_output_path(args.out, inputs=(args.file,))
-        trace["file"] = os.path.relpath(source.resolve(), out.resolve().parent)
+        out = check_output_path(args.out, inputs=(source,))
+        if not named:
+            trace["file"] = os.path.relpath(source.resolve(), out.resolve().parent)
     data["workload"] = {"trace": trace}
     base = out.resolve().parent if out else Path(".")
     spec = InstanceSpec.parse(data)  # every option checked, with the format's own messages

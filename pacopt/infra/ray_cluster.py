@@ -17,7 +17,7 @@ from pacopt.infra.errors import InputError
 #: ``--ray``'s value when it is given without an address: a local Ray instance started here.
 LOCAL = "local"
 #: Environment variables a Ray worker needs to see as the driver does (graph and cache folders).
-FORWARDED_ENV = ("PACOPT_PIPEDREAM_DIR", "PACOPT_CACHE_DIR")
+FORWARDED_ENV = ("PACOPT_PIPEDREAM_DIR", "PACOPT_TRACES_DIR", "PACOPT_CACHE_DIR")
 #: Seconds to wait for a TCP answer at a ``--ray`` address before saying nothing is there.
 RAY_PROBE_SECONDS = 5.0
 #: Ray's own limits on joining a cluster, unless the user set them: its defaults retry for many

@@ -168,8 +168,12 @@ class DegreeScorer(BaseFeaturesExtractor):
         sizes)`` a batch of graphs, then ``forward(embedding, globals, actions)`` the degrees'
         logits (and ``degree_table(num_actions)``, the degree vectors the numpy head holds).
         It runs with torch alone, so :mod:`pacopt.learned.player` saves it and play needs no
-        torch-geometric; it holds these modules, not copies."""
-        return torch.jit.script(_PlayNetwork(self))
+        torch-geometric; it holds these modules, not copies. (torch 2.13 marks TorchScript
+        deprecated, as for :func:`_traced`; the compiled file is what play without
+        torch-geometric loads, so the warning is silenced.)"""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return torch.jit.script(_PlayNetwork(self))
 
     def play_logits(self, obs: dict[str, np.ndarray]) -> torch.Tensor:
         """The degrees' logits of one observation (numpy arrays, no batch axis) while the

@@ -57,12 +57,13 @@ _GENERAL = {"warm_episodes": 8, "dagger_rounds": 1, "dagger_episodes": 2, "max_s
 _BEST_FIT_32 = {"placement": "best-fit", **_GENERAL, "rollout_futures": 32, "minutes": 75.0}
 
 
-def _teacher_514ca14(dist: str, episodes: int) -> Recipe:
-    """A teacher ``general-ddls-distilled`` distils that is not shipped: commit 514ca14's recipe
-    for it."""
+def _distilled_teacher(dist: str, episodes: int) -> Recipe:
+    """The recipe ``{dist}-ddls`` of a per-distribution teacher that ``general-ddls-distilled``
+    distils and that is not shipped (commit 514ca14's recipe for it): the rollout teacher on
+    ``episodes`` episodes of ``dist``, without spill or degree features."""
     return Recipe(f"{dist}-ddls", f"a teacher of general-ddls-distilled, not shipped: commit "
-                  f"514ca14's beta-{dist} recipe (rollout teacher, {episodes} episodes and a DAgger round, "
-                  "no spill features; 20 min)",
+                  f"514ca14's beta-{dist} recipe (rollout teacher, {episodes} episodes and a "
+                  "DAgger round, no spill features; 20 min)",
                   {"distributions": (dist,), "teacher": "rollout", "warm_episodes": episodes,
                    "spill": False, "degree_features": False, "envs": 1, "minutes": 20.0})
 
@@ -86,7 +87,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            "features (20 min)",
            {"distributions": ("A",), "warm_episodes": 24, "dagger_rounds": 0, "spill": False,
             "degree_features": False, **_ROLLOUT_STUDENT}),
-    _teacher_514ca14("B", 8),
+    _distilled_teacher("B", 8),
     Recipe("C-ddls", "the shipped beta-C fine-tune: the A recipe on 30 rollout-teacher "
            "episodes and one DAgger round of 10; degree features (20 min)",
            {"distributions": ("C",), "warm_episodes": 30, "dagger_rounds": 1,
@@ -95,7 +96,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            "until 2026-11-28, the C-ddls recipe with the table of degrees (20 min)",
            {"distributions": ("C",), "warm_episodes": 30, "dagger_rounds": 1,
             "dagger_episodes": 10, "degree_features": False, **_ROLLOUT_STUDENT}),
-    _teacher_514ca14("D", 7),
+    _distilled_teacher("D", 7),
     Recipe("general-ddls", "the shipped agent under first fit: imitation of the rollout teacher "
            "over tuned, 8 episodes of each distribution, soft targets and the regret term "
            "fitted for 64 epochs, a DAgger round, no PPO; degree features (17 min to its "

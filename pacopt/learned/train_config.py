@@ -16,16 +16,13 @@ from typing import Any
 from pacopt.infra.errors import InputError
 from pacopt.learned.checkpoint_meta import check_agent_checkpoint
 from pacopt.learned.env import PartitionEnv, TraceFamily, WorkloadFamily
+from pacopt.learned.teacher import IMPROVE_FUTURES, IMPROVE_HORIZON, TeacherSpec
 from pacopt.model.paper_workload import PAPER_DISTRIBUTIONS, parse_cluster
 from pacopt.model.placers import DEFAULT_PLACER, PLACERS, check_placer
 from pacopt.online.rollout import SAMPLED_FUTURES
 
 #: Training-range seeds the best checkpoint is selected on (never the held-out seeds).
 VALIDATION_SEEDS = tuple(range(9_000, 9_008))
-#: The improve teacher's rollouts over the student by default (a network call per fork step,
-#: against microseconds for a heuristic): fewer and shorter futures than over ``tuned``.
-IMPROVE_FUTURES = 4
-IMPROVE_HORIZON = 50
 #: On traces, two windows of each trace (episodes of several traces are slower and longer-lived).
 TRACE_VALIDATION_SEEDS = VALIDATION_SEEDS[:2]
 
@@ -213,6 +210,7 @@ class TrainConfig:
             if "option" in each.metadata:
                 each.metadata["option"].check(getattr(self, each.name))
         check_placer(self.placement, self.preset, "--placement")
+        self.teacher_spec()  # --teacher's syntax: one line now, not a traceback in a worker
         if self.trace and self.distributions != PAPER_DISTRIBUTIONS:
             raise InputError("--dist does not apply with --trace (each trace file is a family "
                              "of episodes of its own)")
@@ -223,6 +221,18 @@ class TrainConfig:
             parse_cluster(self.cluster)
         if self.trace and self.validation_seeds == VALIDATION_SEEDS:
             self.validation_seeds = TRACE_VALIDATION_SEEDS
+
+    def teacher_spec(self) -> TeacherSpec | None:
+        """``--teacher`` read into a :class:`~pacopt.learned.teacher.TeacherSpec` with the
+        settings of its rollouts (None: no teacher, no warm start)."""
+        if not self.teacher:
+            return None
+        return TeacherSpec.parse(
+            self.teacher, preset=self.preset, placer=self.placement,
+            temperature=self.teacher_temperature, label_every=self.label_every,
+            rollout_streams=self.rollout_futures, rollout_significance=self.rollout_significance,
+            improve_streams=self.improve_futures, improve_horizon=self.improve_horizon,
+            improve_margin=self.improve_margin, improve_significance=self.improve_significance)
 
     def policy_kwargs(self) -> dict:
         """What :class:`~pacopt.learned.gnn.DegreePolicy` is built with."""

@@ -1,18 +1,18 @@
-"""Where graphs come from: files, bundled examples and downloaded PipeDream profiles, by name."""
+"""Where graphs come from: files, bundled examples and downloaded PipeDream profiles, by name
+(the profiles' folders: :mod:`pacopt.model.datasets`)."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from pacopt.infra.errors import InputError
+from pacopt.model.datasets import find_pipedream
 from pacopt.model.graph import JobGraph, graph_from_dict
 from pacopt.model.pipedream import PIPEDREAM_MODELS, read_pipedream
 
 #: The bundled example graphs, profiled by pacopt from models it defines (``pacopt.model.zoo``).
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples" / "graphs"
-
 
 
 def example_instance_data(name: str, num_jobs: int | None = None,
@@ -33,21 +33,6 @@ def example_instance_data(name: str, num_jobs: int | None = None,
     if num_jobs is not None:
         data["workload"]["num_jobs"] = num_jobs
     return data
-
-def pipedream_dirs() -> list[Path]:
-    """Folders searched for PipeDream profiles named by model: ``$PACOPT_PIPEDREAM_DIR``, then
-    ``~/.cache/pacopt/pipedream`` (where ``pacopt download-pipedream`` puts them)."""
-    dirs = [Path(os.environ["PACOPT_PIPEDREAM_DIR"])] if os.environ.get("PACOPT_PIPEDREAM_DIR") else []
-    return dirs + [Path.home() / ".cache" / "pacopt" / "pipedream"]
-
-
-def find_pipedream(model: str) -> Path:
-    """The local profile of a known PipeDream model, or an :class:`InputError` saying how to get it."""
-    for folder in pipedream_dirs():
-        if (folder / f"{model}.txt").is_file():
-            return folder / f"{model}.txt"
-    raise InputError(f"PipeDream profile '{model}' not found in {', '.join(map(str, pipedream_dirs()))}; "
-                     f"run `pacopt download-pipedream {model}` or set PACOPT_PIPEDREAM_DIR")
 
 
 MS_DIGITS = 6  # saved op times keep 1e-6 ms: far below any quantum, and files stay small

@@ -1,8 +1,10 @@
 """Trace workloads: a real cluster's job log replayed as explicit pacopt jobs.
 
 An instance's ``workload`` may be ``{"trace": {"file": PATH, "format": FORMAT, ...}}``
-(:class:`TraceSpec`). Before any method sees the instance, the trace becomes explicit jobs
-(:func:`expand_trace`), exactly as a generated workload does. Two formats, both the
+(:class:`TraceSpec`); instead of a path, ``file`` may name a trace of the ElasticFlow release
+(``cluster04``), found in ``$PACOPT_TRACES_DIR`` or where ``pacopt download-traces`` puts it
+(:mod:`pacopt.model.datasets`). Before any method sees the instance, the trace becomes explicit
+jobs (:func:`expand_trace`), exactly as a generated workload does. Two formats, both the
 ElasticFlow release of Microsoft's ITP traces (``docs/traces.md``):
 
 - ``elasticflow-raw``: ``job_id,submission_time,duration,num_gpu`` (seconds; the measured trace);
@@ -42,7 +44,6 @@ import bisect
 import csv
 import io
 import math
-import os
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -54,8 +55,9 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from pacopt.infra.errors import InputError
+from pacopt.model.datasets import find_pipedream, trace_path
 from pacopt.model.graph import JobGraph
-from pacopt.model.graph_sources import EXAMPLES_DIR, find_pipedream, read_graph_file
+from pacopt.model.graph_sources import EXAMPLES_DIR, read_graph_file
 from pacopt.model.input_spec import MAX_JOBS, SpecModel, check_file
 from pacopt.model.jct import JctModel, JobTable
 from pacopt.model.pipedream import PIPEDREAM_MODELS, read_pipedream
@@ -89,7 +91,9 @@ class TraceSpec(SpecModel):
     """A job trace replayed as the instance's jobs (:mod:`pacopt.model.trace`,
     ``docs/traces.md``). Only ``file`` and ``format`` are required."""
 
-    file: str = Field(min_length=1, description="the trace CSV, relative to the instance file")
+    file: str = Field(min_length=1, description=(
+        "the trace CSV, relative to the instance file, or a trace's name (cluster04: in "
+        "$PACOPT_TRACES_DIR or where `pacopt download-traces` puts it)"))
     format: Literal[FORMATS] = Field(description=(
         "elasticflow: job_id, submission_time, duration, num_gpu, model_name, deadline; "
         "elasticflow-raw: the first four only"))
@@ -329,12 +333,13 @@ def expand_trace(spec: TraceSpec, graphs: Mapping[str, JobGraph], cluster: RampC
     """The jobs of trace workload ``spec`` on ``cluster`` under ``settings`` (module doc).
 
     ``graphs`` are the instance's own graphs (a mapped name found there is used as it is);
-    relative paths resolve against ``base_dir``. Deterministic: the same spec, file and seed
-    always give the same jobs. ``stats`` holds the window's numbers (jobs, trace span, arrival
-    rate, requested GPUs and GPU-hours, capped jobs, native and replayed load, the model mix and
-    the deadlines), what ``pacopt trace`` prints.
+    relative paths resolve against ``base_dir``; a bare name such as ``cluster04`` that is no
+    file there is the ElasticFlow trace of that name (:func:`pacopt.model.datasets.trace_path`).
+    Deterministic: the same spec, file and seed always give the same jobs. ``stats`` holds the
+    window's numbers (jobs, trace span, arrival rate, requested GPUs and GPU-hours, capped jobs,
+    native and replayed load, the model mix and the deadlines), what ``pacopt trace`` prints.
     """
-    path = Path(os.path.normpath(Path(base_dir) / Path(spec.file).expanduser()))
+    path = trace_path(spec.file, spec.format, base_dir)  # a path, or a trace named: cluster04
     models = {**DEFAULT_MODELS, **spec.models}
     rows = read_trace(path, spec.format, models if spec.format == "elasticflow" else None)
     model = JctModel(cluster, settings)

@@ -11,7 +11,7 @@ The baselines an agent is judged against (:data:`BASELINES`) use the live table:
 episode with a horizon, ends by it, :attr:`Decision.limit_ms`, as the offline rules' options do), ``fixed-or-min:K`` (else min-feasible) and
 ``tuned``, the best of those and of the heuristics per beta distribution on the tuning seeds,
 chosen per (preset, placer) (``pacopt/data/tuned.json``, written by
-``benchmarks/tune_baselines.py``), played online for the distribution the betas arrived so far
+``tools/tune_baselines.py``), played online for the distribution the betas arrived so far
 look like (:class:`BetaRecogniser`). ``tuned-given-label`` (:class:`TunedGivenLabel`) is not
 online: it reads every job's beta first, and is kept as the oracle ``tuned`` is compared with.
 """
@@ -137,7 +137,7 @@ class FixedOrMin(_Deterministic):
         return self.degree if _in_time(decision, self.degree) else min_feasible(decision)
 
 
-#: Where ``tuned`` reads its choices (written by ``benchmarks/tune_baselines.py``).
+#: Where ``tuned`` reads its choices (written by ``tools/tune_baselines.py``).
 TUNED_PATH = Path(__file__).resolve().parents[1] / "data" / "tuned.json"
 
 
@@ -151,7 +151,7 @@ def load_tuned(path: Path = TUNED_PATH) -> dict:
         data["presets"]["ddls"]["A"]["choice"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise InputError(f"tuned baseline data {path} is missing or corrupt ({err}); "
-                         "regenerate it with benchmarks/tune_baselines.py") from None
+                         "regenerate it with tools/tune_baselines.py") from None
     return data
 
 

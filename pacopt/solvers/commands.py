@@ -1,5 +1,5 @@
 """The solver layer's commands: ``solve INSTANCE.json`` and ``pacopt profile | job | validate |
-download-pipedream | schema`` (dispatched by :mod:`pacopt.cli`).
+download-pipedream | download-traces | schema`` (dispatched by :mod:`pacopt.cli`).
 
 ``solve`` still writes the best solution found when interrupted, marked ``interrupted`` (see
 :mod:`pacopt.infra.interrupt`); exit codes are those of :mod:`pacopt.infra.commandline`.
@@ -78,10 +78,13 @@ def solve_command(argv: list[str] | None) -> int:
     out = check_output_path(args.out if args.out else Path(args.instance).with_name(
         f"{Path(args.instance).stem}.{args.method}.result.json"), inputs=(args.instance,))
     instance = check_placement(load_instance(args.instance), args.placement)
-    solution = solve(instance, args.method, time_limit=args.time_limit, threads=args.threads,
-                     seed=args.seed, progress=not (args.quiet or args.json),
-                     checkpoint=args.checkpoint)
-    with stoppable():  # a Ctrl-C while the result is written: it is written, then exit 130
+    # one block from the method's start to the written result: a Ctrl-C anywhere in it (the
+    # method, its validation, the return from solve(), the write) asks for a stop, and what the
+    # method has is validated and written before exit 130
+    with stoppable():
+        solution = solve(instance, args.method, time_limit=args.time_limit,
+                         threads=args.threads, seed=args.seed,
+                         progress=not (args.quiet or args.json), checkpoint=args.checkpoint)
         solution.save(out)
         interrupted = solution.interrupted or stop_requested()
     if args.json:
@@ -160,8 +163,27 @@ def download_command(argv: list[str]) -> int:
     """``pacopt download-pipedream [MODEL ...]``: fetch the public PipeDream profiles."""
     parser = command_parser("download-pipedream", "Fetch the public PipeDream profiles.")
     parser.add_argument("models", nargs="*", help="models to fetch (default: all 14)")
-    parser.add_argument("--dest", help="folder (default: ~/.cache/pacopt/pipedream)")
+    parser.add_argument("--dest", help="folder (default: $PACOPT_CACHE_DIR/pipedream, "
+                                       "~/.cache/pacopt/pipedream without it)")
     return _download(parser.parse_args(argv))
+
+
+def download_traces_command(argv: list[str]) -> int:
+    """``pacopt download-traces [TRACE ...] [--list]``: fetch Microsoft's ITP job traces."""
+    from pacopt.model.datasets import TRACES, TRACES_REPOSITORY
+
+    parser = command_parser(
+        "download-traces", f"Fetch Microsoft's ITP job traces as published with ElasticFlow "
+        f"(github.com/{TRACES_REPOSITORY}, MIT licence): generated/ (format elasticflow) and "
+        "raw/ (elasticflow-raw) CSVs, found afterwards by name (a trace workload's file: "
+        "cluster04).")
+    parser.add_argument("traces", nargs="*", metavar="TRACE",
+                        help=f"traces to fetch (default: all {len(TRACES)}; see --list)")
+    parser.add_argument("--dest", help="folder (default: $PACOPT_CACHE_DIR/traces/elasticflow, "
+                                       "~/.cache/pacopt/traces/elasticflow without it)")
+    parser.add_argument("--list", action="store_true",
+                        help="list the release's traces and which are here; fetch nothing")
+    return _download_traces(parser.parse_args(argv))
 
 
 def schema_command(argv: list[str]) -> int:
@@ -286,16 +308,35 @@ def _validate(args) -> int:
 
 
 def _download(args) -> int:
+    from pacopt.model.datasets import data_cache_dirs
     from pacopt.model.pipedream import download_pipedream
 
-    dest = Path(args.dest) if args.dest else Path.home() / ".cache" / "pacopt" / "pipedream"
+    dest = Path(args.dest) if args.dest else data_cache_dirs("pipedream")[0]
+    emit_lines([str(path) for path in _fetch(dest, download_pipedream, args.models or None)])
+    return 0
+
+
+def _download_traces(args) -> int:
+    from pacopt.model.datasets import download_traces, traces_cache
+
+    if args.list:
+        emit_lines(_trace_list(Path(args.dest) if args.dest else None))
+        return 0
+    dest = Path(args.dest) if args.dest else traces_cache()
+    emit_lines([str(path) for path in _fetch(dest, download_traces, args.traces or None)])
+    return 0
+
+
+def _fetch(dest: Path, download, names: list[str] | None) -> list[Path]:
+    """``download(dest, names)``, its failures one line; a failed download leaves none of the
+    folders it created behind."""
     if dest.exists() and not dest.is_dir():
         raise InputError(f"--dest '{dest}' is a file, not a folder")
     created = [folder for folder in (dest, *dest.parents) if not folder.exists()]  # deepest first
     try:
-        paths = download_pipedream(dest, args.models or None)
+        return download(dest, names)
     except (OSError, InputError) as err:
-        for folder in created:  # a failed download leaves no empty folders behind
+        for folder in created:
             try:
                 folder.rmdir()
             except OSError:  # not empty (another file arrived meanwhile): keep it and its parents
@@ -303,8 +344,25 @@ def _download(args) -> int:
         if isinstance(err, InputError):
             raise
         raise InputError(f"download failed (is there internet access?): {err}") from None
-    emit_lines([str(path) for path in paths])
-    return 0
+
+
+def _trace_list(dest: Path | None) -> list[str]:
+    """The release's traces, their jobs, and which of their files are in ``dest`` (default: the
+    folder :func:`~pacopt.model.datasets.find_traces` finds)."""
+    from pacopt.model.datasets import TRACES, find_traces, trace_folders_of
+
+    try:
+        dest = dest or find_traces()
+        lines = [f"traces folder: {dest}"]
+    except InputError as err:
+        lines = [f"traces folder: none: {err}"]
+    for name, jobs in TRACES.items():
+        folders = trace_folders_of(name)
+        here = [sub for sub in folders
+                if dest is not None and (dest / sub / f"{name}.csv").is_file()]
+        lines.append(f"{name:<10} {jobs:>6} jobs  {', '.join(folders):<15} "
+                     f"here: {', '.join(here) or '-'}")
+    return lines
 
 
 def _schema() -> int:

@@ -1,8 +1,8 @@
 """Choose the ``tuned`` baseline: per beta distribution, the best fixed:K, fixed-or-min:K or
 heuristic on the tuning seeds only, per (preset, placer), written to ``pacopt/data/tuned.json``.
 
-    python benchmarks/tune_baselines.py [--preset ddls physical] [--placement first-fit best-fit]
-                                        [--jobs 1001] [--out FILE]
+    python -m tools tune_baselines [--preset ddls physical] [--placement first-fit best-fit]
+                                   [--jobs 1001] [--out FILE]      # or: python tools/tune_baselines.py
 
 Every candidate (the heuristics, then ``fixed:K`` and ``fixed-or-min:K`` for K = 1..max degree)
 plays the paper workload (the five graphs, 1001 jobs, 4x4x2, horizon 1e6 ms) of each
@@ -12,13 +12,14 @@ The file lists, per preset and distribution, the choice and every candidate's me
 blocking rate: first-fit's under ``presets``, every other placer's under ``placers`` (placer ->
 preset -> distribution). (Preset, placer) pairs not re-tuned keep their entry; a placer that does
 not fit a preset (compact under ddls) is skipped. Held-out seeds are never touched.
+It writes an artefact the package ships (what ``tuned`` plays), so it is a tool, not a benchmark
+(``python -m benchmarks baselines`` measures the result on held-out seeds).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -36,16 +37,17 @@ from pacopt.model.paper_workload import (
 from pacopt.model.placers import PLACER_PRESETS, PLACERS
 from pacopt.model.settings import ModelSettings
 from pacopt.model.simulator import simulate
-from pacopt.online.policies import HEURISTICS, TUNED_PATH, make_policy
+from pacopt.online.policies import TUNED_PATH, make_policy
 from pacopt.solvers.validate import validate
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pipedream"
+if not __package__:  # run as a file: the repository's root importable
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-
-def candidates(max_degree: int) -> list[str]:
-    """Every policy ``tuned`` may pick, in tie-break order."""
-    ks = range(1, max_degree + 1)
-    return [*HEURISTICS, *(f"fixed:{k}" for k in ks), *(f"fixed-or-min:{k}" for k in ks)]
+from benchmarks.common import (  # noqa: E402
+    add_pipedream_argument,
+    tuned_candidates,
+    use_pipedream,
+)
 
 
 def blocking_rates(names: list[str], dist: str, seeds, preset: str, num_jobs: int,
@@ -69,7 +71,7 @@ def blocking_rates(names: list[str], dist: str, seeds, preset: str, num_jobs: in
 def tune(preset: str, seeds=TUNING_SEEDS, num_jobs: int = 1001,
          placement: str = "first-fit") -> dict:
     """Per distribution: ``{"choice": name, "blocking": {candidate: mean rate}}``."""
-    names = candidates(ModelSettings().max_partitions_per_op)
+    names = tuned_candidates(ModelSettings().max_partitions_per_op)
     result = {}
     with tqdm(total=len(PAPER_DISTRIBUTIONS) * len(seeds) * len(names), unit="episode",
               desc=f"tune {preset} {placement}", disable=None) as bar:
@@ -88,18 +90,17 @@ def main() -> int:
     parser.add_argument("--placement", nargs="+", default=["first-fit"], choices=list(PLACERS))
     parser.add_argument("--jobs", type=int, default=1001, help="jobs per episode")
     parser.add_argument("--out", type=Path, default=TUNED_PATH)
-    parser.add_argument("--pipedream", type=Path, default=SHARED,
-                        help="folder with the PipeDream <model>.txt profiles")
+    add_pipedream_argument(parser)
     args = parser.parse_args()
     if args.jobs < 1:
         print("--jobs must be >= 1", file=sys.stderr)
         return 2
-    os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(args.pipedream))
+    use_pipedream(args.pipedream)
     data = json.loads(args.out.read_text()) if args.out.exists() else {}
     data.update({
         "about": "tuned baseline: per preset, placer and paper beta distribution, the policy "
                  "with the lowest mean blocking rate on the tuning seeds "
-                 "(benchmarks/tune_baselines.py); 'presets' holds the first-fit choices, "
+                 "(tools/tune_baselines.py); 'presets' holds the first-fit choices, "
                  "'placers' every other placer's (placer -> preset -> distribution)",
         "workload": {"graphs": list(PAPER_GRAPHS), "num_jobs": args.jobs,
                      "interarrival_ms": 1000.0, "horizon_ms": 1e6, "cluster": "4x4x2"},

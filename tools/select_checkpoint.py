@@ -1,10 +1,11 @@
 """Which agent ships: candidate checkpoints against the shipped one and ``tuned`` on the
 validation seeds.
 
-    python benchmarks/bench_select.py SHIPPED.zip CANDIDATE.zip [...] [--placement first-fit]
+    python -m tools select_checkpoint SHIPPED.zip CANDIDATE.zip [...] [--placement first-fit]
                                       [--parts paper,8x8x4,graphs] [--distributions A,B,C,D]
                                       [--seeds 8] [--big-seeds 4] [--margin 2]
                                       [--preset ddls] [--workers 2]
+    (or: python tools/select_checkpoint.py ...)
 
 A general agent is meant to play more than the paper's workload on the paper's cluster, so
 before one replaces another it is compared, on the validation seeds
@@ -30,24 +31,28 @@ fine-tune of one distribution is judged the same way on that distribution alone
 (``--distributions D``) against the general agent it would stand in for, on the parts where it
 would play (``--parts paper,graphs``: the shipped fine-tunes play the cluster they were
 trained on only).
+
+It decides which checkpoints ship rather than measuring them, so it is a tool, not a benchmark.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from bench_fresh import fresh_instance
-from heldout import SHARED
 from tqdm.auto import tqdm
 
 from pacopt.learned.train_config import VALIDATION_SEEDS
 from pacopt.model.paper_workload import PAPER_DISTRIBUTIONS, paper_instance
 from pacopt.model.placers import PLACERS
+
+if not __package__:  # run as a file: the repository's root importable
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.common import paper_on_cluster, use_pipedream  # noqa: E402
 
 #: The PipeDream profiles no training run and no final table plays (the paper's five train;
 #: ``bench_agent.py --parts unseen`` judges on five others).
@@ -58,7 +63,7 @@ PARTS = ("paper", "8x8x4", "graphs")
 def instance_of(part: str, dist: str, seed: int, preset: str):
     """The validation instance of one part."""
     if part == "8x8x4":
-        return fresh_instance(dist, seed, (8, 8, 4), preset)
+        return paper_on_cluster(dist, seed, (8, 8, 4), preset)
     graphs = {"graphs": SPARE_GRAPHS} if part == "graphs" else {}
     return paper_instance(dist, seed, preset=preset, **graphs)
 
@@ -108,7 +113,7 @@ def main() -> int:
         parser.error(f"--seeds and --big-seeds must be in 1..{len(VALIDATION_SEEDS)}")
     if missing := [str(c) for c in args.candidates if not c.is_file()]:
         parser.error(f"no such checkpoint: {', '.join(missing)}")
-    os.environ.setdefault("PACOPT_PIPEDREAM_DIR", str(SHARED))
+    use_pipedream()
     seeds = {part: VALIDATION_SEEDS[:args.big_seeds if part == "8x8x4" else args.seeds]
              for part in parts}
     labels = [str(c) for c in args.candidates] + ["tuned"]

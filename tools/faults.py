@@ -9,116 +9,46 @@ the real commands (each a process of its own), each outcome classified:
 - ``lost/wrong``: a file lost or replaced, or a wrong result reported as right;
 - ``hang``: not finished within the scenario's limit (killed).
 
-    python benchmarks/faults.py [--only SUBSTRING] [--json OUT]
+    python -m tools faults [--only SUBSTRING] [--json OUT]     # or: python tools/faults.py
 
-It needs the PipeDream profiles (``PACOPT_PIPEDREAM_DIR``) and, for the full-disk and read-only
-cases, root (a small tmpfs is mounted and unmounted). It takes about 15 minutes on 2 cores.
+It needs the PipeDream profiles (found as the benchmarks find them: :mod:`benchmarks.common`)
+and, for the full-disk and read-only cases, root (a small tmpfs is mounted and unmounted).
+It checks behaviour rather than measuring it, so it is a tool, not a benchmark. It takes about 15 minutes on 2 cores.
 ``docs/faults.md`` holds the table of the last run.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 import zipfile
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pacopt.model.graph_sources import example_instance_data
 
-ROOT = Path(__file__).resolve().parents[1]
+if not __package__:  # run as a file: the repository's root importable
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.common import REPOSITORY, pipedream_dir  # noqa: E402
+from benchmarks.processes import PACOPT, PY, SOLVE, Run, Scenario, has_traceback  # noqa: E402
+from benchmarks.processes import run as run_in  # noqa: E402
+
+ROOT = REPOSITORY
 EXAMPLES = ROOT / "examples"
 AGENT = ROOT / "pacopt" / "learned" / "checkpoints" / "general-ddls.zip"
 HETERO = EXAMPLES / "hetero" / "rl_policy.zip"
 TYPES = EXAMPLES / "hetero" / "types.json"
-PY = sys.executable
-SOLVE = [PY, "-c", "import sys; from pacopt.cli import solve_main; sys.exit(solve_main())"]
-PACOPT = [PY, "-c", "import sys; from pacopt.cli import pacopt_main; sys.exit(pacopt_main())"]
 OUTCOMES = ("clean", "correct", "traceback", "lost/wrong", "hang")
 
 
-@dataclass
-class Run:
-    code: int | None
-    out: str
-    err: str
-    seconds: float  # from the start, or from the first SIGINT when one was sent
-    hung: bool = False
-
-
-@dataclass
-class Scenario:
-    name: str
-    group: str
-    argv: list[str]
-    check: object  # (Run, Scenario) -> outcome name (or raises AssertionError: lost/wrong)
-    setup: object = None
-    env: dict = field(default_factory=dict)
-    timeout: float = 180.0
-    interrupt: tuple[float, ...] = ()  # seconds after start (or after a stdout marker)
-    marker: str | None = None  # wait for this on stdout before the interrupts
-    concurrent: int = 1
-
-
-def run(s: Scenario) -> Run:
-    env = {**os.environ, **s.env}
-    procs = [subprocess.Popen(s.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env, start_new_session=True, cwd=WORK,
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-             for _ in range(s.concurrent)]
-    started = time.monotonic()
-    outs: list[list[str]] = [[] for _ in procs]
-    errs: list[list[str]] = [[] for _ in procs]
-    readers = []
-    for proc, out, err in zip(procs, outs, errs):
-        for stream, buf in ((proc.stdout, out), (proc.stderr, err)):
-            reader = threading.Thread(target=lambda f=stream, b=buf: b.extend(f), daemon=True)
-            reader.start()
-            readers.append(reader)
-    sent = None
-    if s.interrupt:
-        proc = procs[0]
-        if s.marker:
-            while time.monotonic() - started < s.timeout and proc.poll() is None:
-                if any(s.marker in line for line in outs[0]):
-                    break
-                time.sleep(0.1)
-        base = time.monotonic()
-        for at in s.interrupt:
-            time.sleep(max(0.0, base + at - time.monotonic()))
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGINT)
-            sent = sent or time.monotonic()
-    hung = False
-    for proc in procs:
-        try:
-            proc.wait(timeout=max(1.0, s.timeout - (time.monotonic() - started)))
-        except subprocess.TimeoutExpired:
-            hung = True
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    seconds = time.monotonic() - (sent or started)
-    for reader in readers:
-        reader.join(5)
-    codes = [p.returncode for p in procs]
-    return Run(codes[0] if len(codes) == 1 else codes, "".join(outs[0]),
-               "\n".join("".join(e) for e in errs), seconds, hung)
-
-
 # ----- checks ---------------------------------------------------------------------------------------
-def _tb(r: Run) -> bool:
-    codes = r.code if isinstance(r.code, list) else [r.code]
-    return "Traceback" in r.err or any(c is not None and c < 0 for c in codes)
+_tb = has_traceback
 
 
 def clean(*needles, code: int = 2):
@@ -208,7 +138,12 @@ def classify(r: Run, s: Scenario) -> tuple[str, str]:
 
 # ----- the scenarios ------------------------------------------------------------------------------------
 WORK = Path(tempfile.mkdtemp(prefix="pacopt-faults-"))
-PIPEDREAM = Path(os.environ.get("PACOPT_PIPEDREAM_DIR", ROOT.parent / "shared" / "data" / "pipedream"))
+PIPEDREAM = pipedream_dir()
+
+
+def run(s: Scenario) -> Run:
+    """``s`` run in the campaign's scratch folder (:func:`benchmarks.processes.run`)."""
+    return run_in(s, WORK)
 
 
 def bundled(name: str, num_jobs: int) -> Path:
@@ -279,7 +214,6 @@ def bad_checkpoints() -> dict[str, Path]:
 
 
 def run_folder(name: str, mutate=None, latest: bytes | None = None) -> Path:
-    sys.path.insert(0, str(ROOT))
     from dataclasses import asdict
 
     from pacopt.learned.train_config import TrainConfig
