@@ -6,8 +6,11 @@
   :class:`~pacopt.model.simulator.OnlineEpisode`, one decision per arriving job;
 - :mod:`~pacopt.learned.gnn`: the torch-geometric graph encoder and the masked actor-critic
   policy for sb3-contrib's MaskablePPO;
-- :mod:`~pacopt.learned.train`: imitation warm start plus MaskablePPO, resumable, with a CSV
-  curve;
+- :mod:`~pacopt.learned.teacher`: the teacher (``--teacher``, parsed once into a
+  :class:`~pacopt.learned.teacher.TeacherSpec`) whose choices the student imitates;
+- :mod:`~pacopt.learned.train`: the fit loop, imitation warm start plus MaskablePPO, resumable;
+- :mod:`~pacopt.learned.callbacks`: what runs between the fit's steps (progress, the CSV curve,
+  validation, the latest checkpoint, the stop);
 - :mod:`~pacopt.learned.agent`: the trained agent as a pacopt ``Policy`` (``--method pac-ml``)
   and the shipped checkpoints;
 - :mod:`~pacopt.learned.player`: a checkpoint's network as play needs it, compiled by

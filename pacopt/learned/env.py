@@ -30,6 +30,7 @@ from gymnasium import spaces
 
 from pacopt.infra.errors import InputError
 from pacopt.learned.features import Observer
+from pacopt.model.datasets import trace_path
 from pacopt.model.instance import Instance, instance_from_dict
 from pacopt.model.jct import JctModel
 from pacopt.model.paper_workload import (
@@ -132,7 +133,8 @@ class TraceFamily(WorkloadFamily):
         """The family of trace ``files`` (format ``fmt``) replayed at ``load`` on the 4x4x2
         cluster under ``preset`` and ``placement``. A file that cannot be read, or that has no
         window outside the evaluation windows, is an :class:`InputError` naming it."""
-        paths = {Path(f).stem: Path(f) for f in files}
+        # a path, or a trace's name (cluster04) in the traces folder (pacopt download-traces)
+        paths = {Path(f).stem: trace_path(f, fmt) for f in files}
         if len(paths) != len(files) or not paths:
             raise InputError("--trace: give one or more trace files with distinct names")
         trace = {"format": fmt, "num_jobs": num_jobs, "load": load}

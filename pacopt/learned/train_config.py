@@ -136,10 +136,10 @@ class TrainConfig:
     dagger_rounds: int = _option(1, "--dagger-rounds", "rounds in which the agent drives and the "
                                  "teacher labels the states it visits (default %(default)s)",
                                  minimum=0, error=_COUNTS_ERROR)
-    label_every: int = _option(1, "--label-every", "in the DAgger rounds, the rollout "
-                               "teachers label every this many states (default %(default)s; "
-                               "the improve teacher, whose forks call the network, wants "
-                               "about 10)", minimum=1, error=_COUNTS_ERROR)
+    label_every: int = _option(1, "--label-every", "in the DAgger rounds, the improve "
+                               "teacher (whose forks call the network) labels every this many "
+                               "states (default %(default)s; about 10 is worth it); the other "
+                               "teachers label every state", minimum=1, error=_COUNTS_ERROR)
     rollout_futures: int = _option(SAMPLED_FUTURES, "--rollout-futures", "the rollout "
                                    "teacher's sampled job streams per labelled state (default "
                                    "%(default)s; more cost as much more time and average more "

@@ -99,7 +99,8 @@ def download_pipedream(dest: str | Path, models: list[str] | None = None,
                        commit: str = PIPEDREAM_COMMIT) -> list[Path]:
     """Download the public PipeDream profiles (MIT licence) into ``dest/<model>.txt``.
 
-    Needs internet access; nothing in pacopt requires it (tests read ``../shared``). Returns the
+    Needs internet access; nothing else in pacopt does (:mod:`pacopt.model.datasets` finds the
+    files wherever they are). Returns the
     written paths. Each file is parsed before it is kept, so a bad download is never left behind.
     """
     models = list(models or PIPEDREAM_MODELS)
