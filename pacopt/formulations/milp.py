@@ -23,6 +23,7 @@ first Ctrl-C can wait for the root LP to finish; a second one raises KeyboardInt
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 import pyomo.environ as pyo
+from pyomo.common.dependencies import scipy_available
 from pyomo.core.expr import LinearExpression, MonomialTermExpression
 from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler
 
@@ -109,13 +111,23 @@ class CompiledModel:
             raise RuntimeError("HiGHS rejected the compiled model")
 
 
+#: One compile at a time: Pyomo sets its compiler's array hooks on first use without a lock,
+#: so two lanes compiling their first windows at once could meet a hook still None ("'NoneType'
+#: object is not callable"); the compile is Python, held by the GIL, so little is lost.
+_COMPILING = threading.Lock()
+# Pyomo imports scipy on first use, from whichever thread comes first: two lanes coming at once
+# could deadlock on the import lock. Resolved here, when this module is imported.
+bool(scipy_available)
+
+
 def compile_model(model: pyo.ConcreteModel) -> CompiledModel:
     """Compile a linear Pyomo model (one objective) with ``LinearStandardFormCompiler``.
 
     ``mixed_form`` keeps each constraint one row with its own sense and ``set_sense=None`` keeps
     the objective's sense, so rows and costs reach HiGHS unnegated.
     """
-    form = LinearStandardFormCompiler().write(model, mixed_form=True, set_sense=None)
+    with _COMPILING:
+        form = LinearStandardFormCompiler().write(model, mixed_form=True, set_sense=None)
     if len(form.objectives) != 1:
         raise ValueError(f"expected one active objective, found {len(form.objectives)}")
     columns = form.columns

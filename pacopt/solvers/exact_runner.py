@@ -75,7 +75,8 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
     """
     started = time.perf_counter()
     limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
-    with LiveLine(started, enabled=progress) as live:
+    with LiveLine(started, enabled=progress, method=method) as live:
+        live.stage("building the problem")
         try:
             problem = build_problem(instance, model, stop_at=started + BUILD_SHARE * limit)
         except OutOfTime as err:
@@ -86,6 +87,7 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
         episode = (best_online_episode(instance, model, time.perf_counter() + CHECK_SHARE * limit,
                                        played) if problem.capped else None)
         # every online method's episode, cheapest first, within a share of the time
+        live.stage("warm starts")
         beam_until = time.perf_counter() + BEAM_SHARE * limit
         warm_method, start = best_warm_start(
             problem, online_policies(instance), best_fit=True, rollout=True,
@@ -97,6 +99,7 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
             result = ExactResult(chosen=start, status="feasible", bound_accepted=trivial,
                                  seconds=time.perf_counter() - started)
         elif method == "bound":
+            live.stage("relaxation")
             relaxed, interrupted = trivial, False  # capped physical: it would bound those only
             if problem.relaxation_bounds_all:
                 relaxation = solve_relaxation(problem, min(BOUND_TIME_LIMIT, limit))
@@ -105,6 +108,7 @@ def run_exact(instance: Instance, method: str, model: JctModel, *, time_limit: f
                                  seconds=time.perf_counter() - started, interrupted=interrupted)
             live(result.seconds, len(start), relaxed)
         else:
+            live.stage("search")
             remaining = max(1.0, (1 - FINISH_SHARE) * limit - (time.perf_counter() - started))
             result = solve_decomposed(problem, _backend(method), time_limit=remaining,
                                       threads=threads, warm_start=start, progress=live,
@@ -238,18 +242,20 @@ def _backend(method: str):
 
 
 class LiveLine:
-    """Exact methods' progress on stderr: ``[elapsed] incumbent I  bound B  gap G``.
+    """Exact methods' progress on stderr: ``[elapsed] METHOD STAGE  incumbent I  bound B  gap G``.
 
-    Call it with ``(seconds, incumbent, bound)`` on every improvement (from any thread). On a
+    Call it with ``(seconds, incumbent, bound)`` on every improvement (from any thread), and
+    :meth:`stage` when the method moves on (building the problem, warm starts, the search). On a
     terminal one line is redrawn twice a second, so the clock moves while the solver is silent;
-    elsewhere (a log file, a pipe) a line is printed per improvement only.
+    elsewhere (a log file, a pipe) a line is printed per improvement or stage only.
     """
 
-    def __init__(self, started: float, enabled: bool = True, stream=None):
-        self.started, self.enabled = started, enabled
+    def __init__(self, started: float, enabled: bool = True, stream=None, method: str = ""):
+        self.started, self.enabled, self.method = started, enabled, method
         self.stream = stream or sys.stderr
         self.incumbent: int | None = None
         self.bound: int | None = None
+        self.current = ""
         self.live = enabled and self.stream.isatty()
         self._done = threading.Event()
         self._lock = threading.Lock()
@@ -273,12 +279,21 @@ class LiveLine:
         if self.enabled and not self.live and changed:  # seconds since the run started
             self._write(self.line(time.perf_counter() - self.started) + "\n")
 
+    def stage(self, name: str) -> None:
+        """The method moves on to ``name`` (shown until the next stage)."""
+        self.current = name
+        if self.enabled and not self.live:
+            self._write(self.line(time.perf_counter() - self.started) + "\n")
+
     def line(self, seconds: float) -> str:
         """The progress line at ``seconds`` after the start."""
         incumbent, bound = self.incumbent, self.bound
         gap = "" if not incumbent or bound is None else f"  gap {(bound - incumbent) / bound:6.2%}"
-        return (f"[{seconds:8.1f} s] incumbent {incumbent if incumbent is not None else '-':>5}  "
-                f"bound {bound if bound is not None else '-':>5}{gap}")
+        # padded, so that a redrawn line covers a longer one before it
+        head = f"{self.method} {self.current}".strip()
+        return (f"[{seconds:8.1f} s] {head:<28} incumbent "
+                f"{incumbent if incumbent is not None else '-':>5}  "
+                f"bound {bound if bound is not None else '-':>5}{gap:<13}")
 
     def _tick(self) -> None:
         while not self._done.wait(0.5):

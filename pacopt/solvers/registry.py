@@ -19,6 +19,7 @@ import importlib
 from dataclasses import dataclass
 
 from pacopt.infra.errors import InputError
+from pacopt.infra.extras import missing_extra
 from pacopt.online.policies import POLICIES
 
 #: What a method is: ``online`` (decides each job at its arrival, proves no bound; the
@@ -53,9 +54,16 @@ class Method:
         return f"{kind}: {self.description}"
 
     def load(self):
-        """The policy factory or runner, imported now."""
+        """The policy factory or runner, imported now; an extra it needs and that is not
+        installed is one line naming it (:mod:`pacopt.infra.extras`)."""
         module, _, attribute = self.loader.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+        try:
+            return getattr(importlib.import_module(module), attribute)
+        except ModuleNotFoundError as err:
+            missing = missing_extra(err, f"--method {self.name}")
+            if missing is None or missing is err:  # not an extra's, or said already
+                raise
+            raise missing from err
 
 
 def _first_paragraph(doc: str | None) -> str:
@@ -86,8 +94,9 @@ METHODS: dict[str, Method] = {m.name: m for m in [
            "jobs", "pacopt.online.trace_policies:make_trace_policy"),
     Method("milp", "exact", "offline optimum, Pyomo MILP solved by HiGHS", _EXACT),
     Method("cpsat", "exact", "offline optimum, OR-Tools CP-SAT model", _EXACT),
-    Method("bound", "bound", "best online method as incumbent, worker-count relaxation as upper "
-           "bound", _EXACT),
+    Method("bound", "bound", "the warm starts' best schedule (offline best fit and its beam "
+           "search, hindsight rollouts, the online methods) as incumbent, the worker-count "
+           "relaxation as upper bound; no exact search", _EXACT),
     Method("lp-round", "offline", "LP relaxation with randomised rounding and re-placement (Yu et "
            "al.), best of 48 seeded rounds; the worker-count LP as bound",
            "pacopt.solvers.exact_runner:run_lp_round"),
