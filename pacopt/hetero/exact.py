@@ -29,11 +29,6 @@ from dataclasses import dataclass, field
 
 import highspy
 import numpy as np
-import pyomo.environ as pyo
-from ortools.sat.python import cp_model
-from pyomo.contrib.solver.common.factory import SolverFactory
-from pyomo.contrib.solver.common.results import SolutionStatus
-from pyomo.core.expr import LinearExpression, MonomialTermExpression
 
 from pacopt.hetero.model import (
     REL_TOL,
@@ -326,6 +321,12 @@ def _integral_master(master: _PathMaster, keep: list[int], time_limit: float | N
     columns, no artificial one). Returns the chosen columns and the objective, or ``(None, None)`` if the columns hold no
     path. (With ``time_limit`` 0 after an unfinished generation, HiGHS still returns the path its
     presolve and first heuristics find, if any.)"""
+    # imported here: Pyomo and OR-Tools cost a second of start-up to the dp and greedy methods
+    import pyomo.environ as pyo
+    from pyomo.contrib.solver.common.factory import SolverFactory
+    from pyomo.contrib.solver.common.results import SolutionStatus
+    from pyomo.core.expr import LinearExpression, MonomialTermExpression
+
     columns = master.columns
     into: dict[tuple[int, int], list[int]] = {}
     out_of: dict[tuple[int, int], list[int]] = {}
@@ -365,6 +366,8 @@ def solve_hetero_cpsat(problem: HeteroProblem, time_limit: float | None = 60.0,
     """The optimum by the compact formulation in CP-SAT (times in whole ns, rounded against the
     plan: ``optimal`` is proven for that rounded model, which is the real one on data exact at
     1 ns and at most 1 ns per term stricter otherwise)."""
+    from ortools.sat.python import cp_model
+
     started = time.perf_counter()
     f, y = _compact(problem)
     model = cp_model.CpModel()
