@@ -1,49 +1,43 @@
 """The tutorial notebooks run headless, top to bottom, on small settings.
 
-Each notebook has one cell tagged ``parameters``; the test appends smaller settings to it (fewer
-jobs, seeds and seconds, outputs in a temporary folder) and executes the notebook in its own
-folder with nbclient. A cell that raises fails the test.
+Each notebook has one cell tagged ``parameters``; the test inserts a cell of smaller settings after
+it (fewer jobs, seeds and seconds, outputs in a temporary folder) and executes the notebook in its
+own folder with nbclient. A cell that raises fails the test. The small settings are
+``SMALL`` in ``docs/hooks/render_notebooks.py``, which runs the notebooks on the same settings for
+the site and keeps the executed copies in ``docs/notebooks/``; the last tests here check that
+those copies match their sources and show the sources' plots.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
-from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
+RENDERED = ROOT / "docs" / "notebooks"
 
 
-def small_study(source: str, folder: Path, exact_jobs: int = 10) -> Path:
-    """``studies/<source>`` shrunk: one seed, few jobs, short exact solves."""
-    data = yaml.safe_load((ROOT / "studies" / source).read_text())
-    for grid in data["grids"]:
-        grid["workload"]["seeds"] = 1
-        exact = any(isinstance(m, dict) for m in grid["methods"])
-        grid["workload"]["num_jobs"] = exact_jobs if exact else 60
-        for method in grid["methods"]:
-            if isinstance(method, dict):
-                method.update(time_limit=5, threads=1)
-        graphs = grid["workload"].get("graphs")
-        if isinstance(graphs, dict):  # paths relative to studies/: make them absolute
-            for spec in graphs.values():
-                spec["file"] = str((ROOT / "studies" / spec["file"]).resolve())
-    path = folder / source
-    path.write_text(yaml.safe_dump(data))
-    return path
+def _load_render():
+    spec = importlib.util.spec_from_file_location(
+        "render_notebooks", ROOT / "docs" / "hooks" / "render_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["render_notebooks"] = module
+    spec.loader.exec_module(module)
+    return module
 
 
-def run_notebook(name: str, **params) -> nbformat.NotebookNode:
-    book = nbformat.read(NOTEBOOKS / name, as_version=4)
-    cell = next(c for c in book.cells if "parameters" in c.metadata.get("tags", []))
-    cell.source += "\n" + "\n".join(f"{k} = {v!r}" for k, v in params.items())
-    NotebookClient(book, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
-    return book
+render = _load_render()
+
+
+def run_notebook(name: str, folder: Path) -> nbformat.NotebookNode:
+    """``notebooks/<name>`` executed on its small settings (``render.SMALL``), scratch in
+    ``folder``."""
+    return render.execute(name, folder, timeout=300)
 
 
 def outputs(book) -> str:
@@ -56,71 +50,44 @@ def images(book) -> int:
                for o in c.outputs)
 
 
-def test_model_tour():
-    book = run_notebook("1_model_tour.ipynb")
+def test_model_tour(tmp_path):
+    book = run_notebook("1_model_tour.ipynb", tmp_path)
     assert "validated True" in outputs(book) and images(book) == 2
 
 
-def test_heuristics_vs_optimum():
-    book = run_notebook("2_heuristics_vs_optimum.ipynb", NUM_JOBS=12, TIME_LIMIT=10)
+def test_heuristics_vs_optimum(tmp_path):
+    book = run_notebook("2_heuristics_vs_optimum.ipynb", tmp_path)
     assert "optimum" in outputs(book) and images(book) == 3
 
 
-def small_placement_study(folder: Path) -> Path:
-    """``studies/placement.yaml``'s first grid on the bundled graphs (no download): 20 jobs,
-    a few rules under both placers, ``tuned`` and a 5 s exact solve."""
-    data = yaml.safe_load((ROOT / "studies" / "placement.yaml").read_text())
-    gap = yaml.safe_load((ROOT / "studies" / "beta-gap.yaml").read_text())["grids"][0]["workload"]
-    grid = data["grids"][0]
-    grid["workload"].update(graphs={name: {"file": str((ROOT / "studies" / g["file"]).resolve())}
-                                    for name, g in gap["graphs"].items()},
-                            distributions=["A", "B"], num_jobs=20, interarrival_ms=150)
-    keep = ("min-feasible", "fixed-or-min:4", "fixed-or-min:8", "tuned", "cpsat")
-    grid["methods"] = [m for m in grid["methods"]
-                       if (m if isinstance(m, str) else m["name"]) in keep]
-    for method in grid["methods"]:
-        if isinstance(method, dict) and method["name"] == "cpsat":
-            method.update(time_limit=5, threads=1)
-    data["grids"] = [grid]
-    path = folder / "placement.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
 def test_gap_study(tmp_path):
-    book = run_notebook("3_gap_study.ipynb", STUDY=str(small_study("beta-gap.yaml", tmp_path)),
-                        OUT=str(tmp_path / "out"),
-                        PLACEMENT_STUDY=str(small_placement_study(tmp_path)),
-                        PLACEMENT_OUT=str(tmp_path / "placement"), SPLIT_METHOD="tuned")
+    book = run_notebook("3_gap_study.ipynb", tmp_path)
     assert "cells" in outputs(book) and images(book) == 3
     assert (tmp_path / "out" / "results.parquet").exists()
     assert "hindsight" in outputs(book)
 
 
 def test_physical_vs_ddls(tmp_path, pipedream_env):
-    book = run_notebook("4_physical_vs_ddls.ipynb", NUM_JOBS=40, SEEDS=1,
-                        OUT=str(tmp_path / "out"))
+    book = run_notebook("4_physical_vs_ddls.ipynb", tmp_path)
     assert images(book) == 3
 
 
 def test_paper_table(tmp_path, pipedream_env):
-    book = run_notebook("paper_table.ipynb", STUDY=str(small_study("paper.yaml", tmp_path)),
-                        OUT=str(tmp_path / "out"))
+    book = run_notebook("paper_table.ipynb", tmp_path)
     text = "\n".join(str(o.get("data", {}).get("text/markdown", ""))
                      for c in book.cells if c.cell_type == "code" for o in c.outputs)
     assert "| Para_max |" in text and "exact bound, 10 jobs" in text
     assert images(book) == 2
 
 
-def test_learned_agent(pipedream_env):
-    book = run_notebook("5_learned_agent.ipynb", NUM_JOBS=60, SEEDS=1, CURVE_JOBS=60,
-                        EXACT_JOBS=12, TIME_LIMIT=5)
+def test_learned_agent(tmp_path, pipedream_env):
+    book = run_notebook("5_learned_agent.ipynb", tmp_path)
     text = outputs(book)
     assert "pac-ml accepts" in text and "general-" in text and images(book) == 4  # with the rounds
 
 
-def test_real_cluster_week(trace_dir, pipedream_env):
-    book = run_notebook("6_real_cluster_week.ipynb", NUM_JOBS=120, BUCKET_HOURS=3)
+def test_real_cluster_week(tmp_path, trace_dir, pipedream_env):
+    book = run_notebook("6_real_cluster_week.ipynb", tmp_path)
     text = outputs(book)
     assert "replayed at 0.5" in text and "as-requested" in text and images(book) == 4
 
@@ -131,3 +98,51 @@ def test_every_notebook_is_tested(name):
               "4_physical_vs_ddls.ipynb", "5_learned_agent.ipynb", "paper_table.ipynb",
               "6_real_cluster_week.ipynb"}
     assert name in tested, f"{name} has no execution test"
+    assert name in render.SMALL, f"{name} has no small settings in docs/hooks/render_notebooks.py"
+
+
+# the rendered copies the site shows (docs/notebooks/, written by docs/hooks/render_notebooks.py)
+
+SOURCES = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
+
+
+def _rendered(name: str) -> nbformat.NotebookNode:
+    path = RENDERED / name
+    if not path.exists():
+        pytest.fail(f"docs/notebooks/{name} is missing: python docs/hooks/render_notebooks.py "
+                    f"{Path(name).stem}")
+    return nbformat.read(path, as_version=4)
+
+
+@pytest.mark.parametrize("name", SOURCES)
+def test_rendered_copy_has_the_sources_code(name):
+    """A notebook whose code changed has to be rendered again before it lands."""
+    source = nbformat.read(NOTEBOOKS / name, as_version=4)
+    assert render.code_sources(_rendered(name)) == render.code_sources(source), (
+        f"docs/notebooks/{name} is stale: python docs/hooks/render_notebooks.py "
+        f"{Path(name).stem}")
+
+
+@pytest.mark.parametrize("name", SOURCES)
+def test_rendered_copy_has_the_sources_prose(name):
+    source = nbformat.read(NOTEBOOKS / name, as_version=4)
+    assert render.source_cells(_rendered(name)) == render.source_cells(source), (
+        f"docs/notebooks/{name} has older text: python docs/hooks/render_notebooks.py --prose "
+        f"{Path(name).stem}")
+
+
+@pytest.mark.parametrize("name", SOURCES)
+def test_rendered_copy_shows_the_plots(name):
+    book = _rendered(name)
+    source = nbformat.read(NOTEBOOKS / name, as_version=4)
+    if render.makes_plots(source):
+        assert render.image_count(book) >= 1, f"docs/notebooks/{name} has no figure"
+    errors = [o for c in book.cells if c.cell_type == "code" for o in c.outputs
+              if o.output_type == "error"]
+    assert not errors, f"docs/notebooks/{name} shows an error"
+    assert (RENDERED / name).stat().st_size <= render.MAX_BYTES
+
+
+def test_no_rendered_copy_without_a_source():
+    orphans = sorted({p.name for p in RENDERED.glob("*.ipynb")} - set(SOURCES))
+    assert not orphans, f"rendered copies without a notebook: {orphans}"

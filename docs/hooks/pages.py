@@ -1,15 +1,19 @@
 """MkDocs hook: pages that live outside the nav's hand-written list.
 
-- The tutorial notebooks in ``notebooks/`` become pages of the site. They stay where they are
-  (the tests run them there, and they are stored without outputs): each ``notebooks/*.ipynb`` is
-  added to the site's files as ``notebooks/<name>.ipynb`` before mkdocs-jupyter turns notebooks
-  into pages, so nothing is copied or linked into ``docs/`` and a fresh clone builds as it is.
+- The tutorial notebooks in ``notebooks/`` become pages of the site, with their outputs. The
+  sources are stored without outputs (the tests run them there); ``docs/notebooks/<name>.ipynb``
+  is the copy ``docs/hooks/render_notebooks.py`` executed on small settings, outputs kept, with a
+  note at its top saying so. mkdocs finds those copies in ``docs/`` itself; for a notebook without
+  one, the bare source is added to the site's files as ``notebooks/<name>.ipynb`` (before
+  mkdocs-jupyter turns notebooks into pages), so a fresh clone builds as it is. A rendered copy
+  whose notebook is gone is a warning (an error under ``--strict``).
 - Every ``docs/notes/*.md`` missing from the nav's "Notes" section is appended to it (titled by
   its first heading), so a new note is on the site without an edit to ``mkdocs.yml``.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from mkdocs.plugins import event_priority
@@ -18,6 +22,9 @@ from mkdocs.structure.files import File, Files
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 NOTES = ROOT / "docs" / "notes"
+RENDERED = ROOT / "docs" / "notebooks"
+
+log = logging.getLogger("mkdocs.hooks.pages")
 
 
 def _listed(nav) -> set[str]:
@@ -56,7 +63,14 @@ def on_config(config):
 
 @event_priority(100)  # first: mkdocs-jupyter's on_files must see the notebooks
 def on_files(files: Files, config) -> Files:
+    sources = {path.name for path in NOTEBOOKS.glob("*.ipynb")}
+    for path in sorted(RENDERED.glob("*.ipynb")):
+        if path.name not in sources:
+            log.warning("docs/notebooks/%s is a rendered copy of no notebook in notebooks/",
+                        path.name)
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        if files.get_file_from_path(f"notebooks/{path.name}") is not None:
+            continue  # its rendered copy, from docs/notebooks/
         # a plain File rooted at the repository (not File.generated: mkdocs-jupyter's wrapper
         # finds the source through src_dir)
         files.append(File(f"notebooks/{path.name}", src_dir=str(ROOT), dest_dir=config["site_dir"],
