@@ -124,6 +124,18 @@ def test_study_command_writes_table_results_and_plots(tmp_path, capsys):
             "g-cluster.png"} <= {p.name for p in out.glob("*.png")}
 
 
+def test_study_command_prints_a_narrow_summary(tmp_path, capsys):
+    """One line per (grid, method), blocking as mean ± std: no 330-character rows."""
+    path = write_study(tmp_path, study_data(seeds=2))
+    assert study_main([str(path), "--out", str(tmp_path / "out"), "--workers", "1",
+                       "--no-plots"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split() == ["grid", "method", "runs", "blocking", "(mean", "±", "std)",
+                                "utilisation", "speed-up"]
+    assert len(lines) == 1 + len(ONLINE) and max(map(len, lines)) <= 100
+    assert all("±" in line and int(line.split()[2]) >= 2 for line in lines[1:])
+
+
 @pytest.mark.parametrize("change, message", [
     ({"methods": ["para-max", "para-maxx"]}, "grids[0].methods[1].name: unknown method 'para-maxx'"),
     ({"distributions": ["A", "E"]}, 'grids[0].workload.distributions[1]: unknown beta '
@@ -163,10 +175,14 @@ def test_bad_yaml_and_missing_file_are_one_line(tmp_path, capsys):
 
 
 def test_example_studies_are_valid(pipedream_env):
+    from pacopt.infra.errors import PacoptWarning
+
     studies = sorted((Path(__file__).resolve().parents[1] / "studies").glob("*.yaml"))
     assert len(studies) >= 4
-    for path in studies:
-        assert load_study(path).cells, path
+    # scale.yaml plays pac-ml on clusters its fine-tunes were not trained for: loading says so
+    with pytest.warns(PacoptWarning, match="was not trained for this cluster"):
+        for path in studies:
+            assert load_study(path).cells, path
 
 
 def test_instance_files_as_a_grid(tmp_path):

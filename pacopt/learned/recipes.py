@@ -59,10 +59,10 @@ _BEST_FIT_32 = {"placement": "best-fit", **_GENERAL, "rollout_futures": 32, "min
 
 def _distilled_teacher(dist: str, episodes: int) -> Recipe:
     """The recipe ``{dist}-ddls`` of a per-distribution teacher that ``general-ddls-distilled``
-    distils and that is not shipped (commit 514ca14's recipe for it): the rollout teacher on
-    ``episodes`` episodes of ``dist``, without spill or degree features."""
-    return Recipe(f"{dist}-ddls", f"a teacher of general-ddls-distilled, not shipped: commit "
-                  f"514ca14's beta-{dist} recipe (rollout teacher, {episodes} episodes and a "
+    distils (not shipped): the rollout teacher on ``episodes`` episodes of ``dist``, without
+    spill or degree features."""
+    return Recipe(f"{dist}-ddls", f"a teacher of general-ddls-distilled, not shipped: the "
+                  f"beta-{dist} fine-tune (rollout teacher, {episodes} episodes and a "
                   "DAgger round, no spill features; 20 min)",
                   {"distributions": (dist,), "teacher": "rollout", "warm_episodes": episodes,
                    "spill": False, "degree_features": False, "envs": 1, "minutes": 20.0})
@@ -70,20 +70,20 @@ def _distilled_teacher(dist: str, episodes: int) -> Recipe:
 
 #: The recipes by name: those of the shipped checkpoints (``general-ddls``,
 #: ``general-ddls-best-fit``, ``general-physical``, ``general-physical-compact``, ``C-ddls``,
-#: ``B-ddls-best-fit``); the checkpoints shipped until 2026-11-29 (``general-ddls-best-fit-8``,
-#: ``general-ddls-best-fit-128``, ``general-ddls-32``, ``A-ddls``); the first-fit general agent
-#: before those (``general-ddls-distilled``) and the four teachers it distils (``A-ddls-table``
-#: and ``C-ddls-table``, the A and C fine-tunes shipped until 2026-11-28; ``B-ddls``,
-#: ``D-ddls``, commit 514ca14's fine-tunes, never shipped); and a policy-iteration run whose
-#: curve ships (``policy-iteration-A``).
+#: ``B-ddls-best-fit``); variants that validated no better and are not shipped
+#: (``general-ddls-best-fit-8``, ``general-ddls-best-fit-128``, ``general-ddls-32``,
+#: ``A-ddls``); a general agent distilled from four per-distribution teachers
+#: (``general-ddls-distilled``, and its teachers ``A-ddls-table``, ``B-ddls``, ``C-ddls-table``,
+#: ``D-ddls``); and a policy-iteration run whose curve ships (``policy-iteration-A``). What each
+#: measured: ``docs/experiments.md``.
 RECIPES: dict[str, Recipe] = {r.name: r for r in [
-    Recipe("A-ddls", "the beta-A fine-tune shipped until 2026-11-29 (the general agent of that "
-           "day validates lower on A): imitation of the rollout teacher on 24 episodes, soft "
+    Recipe("A-ddls", "a beta-A fine-tune, not shipped (the shipped general agent validates "
+           "lower on A): imitation of the rollout teacher on 24 episodes, soft "
            "targets and the regret term; degree features (20 min)",
            {"distributions": ("A",), "warm_episodes": 24, "dagger_rounds": 0,
             **_ROLLOUT_STUDENT}),
-    Recipe("A-ddls-table", "a teacher of general-ddls-distilled: the beta-A fine-tune shipped "
-           "until 2026-11-28, the A-ddls recipe with the table of degrees and without spill "
+    Recipe("A-ddls-table", "a teacher of general-ddls-distilled, not shipped: "
+           "the A-ddls recipe with the table of degrees and without spill "
            "features (20 min)",
            {"distributions": ("A",), "warm_episodes": 24, "dagger_rounds": 0, "spill": False,
             "degree_features": False, **_ROLLOUT_STUDENT}),
@@ -92,8 +92,8 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            "episodes and one DAgger round of 10; degree features (20 min)",
            {"distributions": ("C",), "warm_episodes": 30, "dagger_rounds": 1,
             "dagger_episodes": 10, **_ROLLOUT_STUDENT}),
-    Recipe("C-ddls-table", "a teacher of general-ddls-distilled: the beta-C fine-tune shipped "
-           "until 2026-11-28, the C-ddls recipe with the table of degrees (20 min)",
+    Recipe("C-ddls-table", "a teacher of general-ddls-distilled, not shipped: "
+           "the C-ddls recipe with the table of degrees (20 min)",
            {"distributions": ("C",), "warm_episodes": 30, "dagger_rounds": 1,
             "dagger_episodes": 10, "degree_features": False, **_ROLLOUT_STUDENT}),
     _distilled_teacher("D", 7),
@@ -101,10 +101,10 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            "over tuned, 8 episodes of each distribution, soft targets and the regret term "
            "fitted for 64 epochs, a DAgger round, no PPO; degree features (17 min to its "
            "checkpoint)", {**_GENERAL, "warm_epochs": 64}),
-    Recipe("general-ddls-32", "the agent under first fit shipped until 2026-11-29: the "
+    Recipe("general-ddls-32", "a variant, not shipped: the "
            "general-ddls recipe fitted for 32 epochs (24 min to its checkpoint)", dict(_GENERAL)),
-    Recipe("general-ddls-distilled", "not shipped since 2026-11-28 (general-ddls replaced it): "
-           "the first-fit general agent that trains the four per-distribution recipes, then "
+    Recipe("general-ddls-distilled", "not shipped: "
+           "a first-fit general agent that trains the four per-distribution recipes, then "
            "distils them (4 episodes each and a DAgger round; about 92 min in all)",
            {"teacher": "A=agent:{out}/A-ddls-table/best.zip,B=agent:{out}/B-ddls/best.zip,"
                        "C=agent:{out}/C-ddls-table/best.zip,D=agent:{out}/D-ddls/best.zip",
@@ -122,11 +122,11 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            {**_BEST_FIT_32, "distributions": ("B",), "init": "{out}/general-ddls-best-fit/best.zip",
             "warm_episodes": 16, "dagger_episodes": 4, "warm_epochs": 64, "minutes": 70.0},
            steps=("general-ddls-best-fit",)),
-    Recipe("general-ddls-best-fit-128", "the agent under best fit shipped on 2026-11-29 "
-           "before: the general-ddls-best-fit recipe fitted for 128 epochs (about 57 min to "
+    Recipe("general-ddls-best-fit-128", "a variant, not shipped: "
+           "the general-ddls-best-fit recipe fitted for 128 epochs (about 57 min to "
            "its checkpoint)",
            {**_BEST_FIT_32, "warm_epochs": 128}),
-    Recipe("general-ddls-best-fit-8", "the agent under best fit shipped until 2026-11-29: the "
+    Recipe("general-ddls-best-fit-8", "a variant, not shipped: the "
            "general-ddls-best-fit recipe with the rollout teacher's 8 streams (24 min to its "
            "checkpoint)", {"placement": "best-fit", **_GENERAL}),
     Recipe("policy-iteration-A", "not a shipped checkpoint: approximate policy iteration from "

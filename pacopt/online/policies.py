@@ -211,8 +211,8 @@ class Tuned:
     A-D on the tuning seeds (:func:`tuned_default_choice`). One inner policy per choice, kept
     for the episode. Its name records the last choice and distribution,
     ``tuned(online: fixed-or-min:6, A)``; :attr:`played` counts the decisions of each choice.
-    ``tuned-given-label`` (:class:`TunedGivenLabel`) is the former rule, which reads every
-    job's beta at the start."""
+    ``tuned-given-label`` (:class:`TunedGivenLabel`) is the oracle that reads every job's beta
+    at the start."""
 
     def __init__(self, instance: Instance | None = None) -> None:
         preset = instance.model.preset if instance is not None else "ddls"
@@ -248,8 +248,7 @@ class Tuned:
 class TunedGivenLabel:
     """tuned given the instance's beta distribution label: an oracle that reads every job's
     beta, future jobs included, before the first arrival (their Kolmogorov-Smirnov-nearest
-    paper distribution) and plays that distribution's tuned choice throughout (tuned's former
-    rule).
+    paper distribution) and plays that distribution's tuned choice throughout.
 
     Not an online policy; kept to show what knowing the label is worth."""
 

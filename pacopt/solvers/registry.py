@@ -81,7 +81,7 @@ METHODS: dict[str, Method] = {m.name: m for m in [
            "checkpoint", "pacopt.learned.agent:learned_policy"),
     Method("pac-ml-given-label", "online", "pac-ml given the instance's beta distribution "
            "label: an oracle that reads every job's beta, future jobs included, to pick one "
-           "shipped checkpoint for the whole episode (pac-ml's former rule)",
+           "shipped checkpoint for the whole episode",
            "pacopt.learned.agent:learned_policy", reads_future=True),
     Method("lp-online", "online", "at each arrival an LP over the running jobs, the arriving job "
            "and sampled future arrivals; the arriving job's degree is rounded from it",
