@@ -12,7 +12,7 @@ lanes). Sizes above 200 jobs get ``--large-time-limit``. Each row shows the sear
 (the best cheap method it played within its share of the time: best-fit rules, online methods,
 rollouts, the learned agent), the incumbent, the bound, the gap and when the search first held
 its final incumbent ("best at s", seconds into the search).
-Targets (issue 15): beta A, seed 0: >= 194 of 200 in 60 s, >= 920 of 1001 in 10 minutes.
+Targets: beta A, seed 0: >= 194 of 200 in 60 s, >= 920 of 1001 in 10 minutes.
 
 **Check** (``--check N``): N-job paper episodes for every seed, plus contended variants (half
 and a quarter of the inter-arrival time; the tighter beta distribution B), each searched for

@@ -49,7 +49,7 @@ from benchmarks.common import use_pipedream  # noqa: E402
 PLACER = "best-fit"
 ONLINE, HINDSIGHT = "rollout on sampled futures", "hindsight rollout (not online)"
 METHODS = ("pac-ml", "tuned", "tuned-given-label", ONLINE, HINDSIGHT)
-#: The learned agent's targets under best fit (issue 31), blocking rate on the fresh seeds.
+#: The learned agent's targets under best fit, blocking rate on the fresh seeds.
 TARGETS = {"A": 0.125, "B": 0.140, "C": 0.115, "D": 0.078}
 
 

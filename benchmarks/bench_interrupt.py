@@ -1,5 +1,5 @@
-"""Ctrl-C at random moments of every method on large clusters (issue 33: "Ctrl-C at any moment
-of any method: exit 130 within 5 s").
+"""Ctrl-C at random moments of every method on large clusters (the target: exit 130 within 5 s
+of a Ctrl-C at any moment of any method).
 
 The instances are ``bench_scale``'s scaled paper workload (:func:`benchmarks.common.scaled_instance`) on 8x8x4 (256 servers) and 16x16x4
 (1024 servers), or with ``--servers-per-rack 8`` on 8x4x8 and 16x8x8 (tiles of 128 servers),

@@ -1,4 +1,4 @@
-"""The cost curve: every method on RAMP clusters of 32 to 1024 servers (issue 33).
+"""The cost curve: every method on RAMP clusters of 32 to 1024 servers.
 
 Clusters (C x R x S, servers): 4x4x2 (32, the paper's), 4x4x4 (64), 8x4x4 (128), 8x8x4 (256),
 16x8x4 (512), 16x16x4 (1024): 4 servers per rack from 64 up, groups and racks doubled in turn,

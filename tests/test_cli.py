@@ -348,9 +348,9 @@ def test_job_level_plan_beats_or_ties_the_single_degree_rule(capsys):
     assert capsys.readouterr().err.startswith("error: budget")
 
 
-# ----- issue 12: the front door keeps every promise -------------------------------------------------
+# ----- the front door keeps every promise ---------------------------------------------------------
 def test_output_path_is_checked_before_any_work(tmp_path, monkeypatch, capsys):
-    """Item 2: a missing folder or a folder as --out is one line at once, not after solving."""
+    """A missing folder or a folder as --out is one line at once, not after solving."""
     def never(*args, **kwargs):
         raise AssertionError("solve() ran although --out was unusable")
 
@@ -372,7 +372,7 @@ def test_output_path_is_checked_before_any_work(tmp_path, monkeypatch, capsys):
     (["--threads", "0"], "--threads must be >= 1"),
 ])
 def test_out_of_range_flags_exit_2(flags, fragment, tmp_path, capsys):
-    """Items 4 and 5."""
+    """A flag out of its range is one line and exit 2; nothing is written."""
     out = tmp_path / "r.json"
     assert solve_main([str(small_instance(tmp_path / "i.json")), *flags, "--out", str(out)]) == 2
     assert fragment in one_error_line(capsys.readouterr().err)
@@ -388,7 +388,7 @@ def test_out_of_range_flags_exit_2(flags, fragment, tmp_path, capsys):
      "8192 servers; pacopt handles at most 4096"),
 ])
 def test_size_guards_reject_before_allocating(change, fragment, tmp_path, capsys):
-    """Item 4: sizes far beyond real use are one line, at once (not terabytes, not minutes)."""
+    """Sizes far beyond real use are one line, at once (not terabytes, not minutes)."""
     started = time.perf_counter()
     assert solve_main([str(small_instance(tmp_path / "i.json", **change)), "--out",
                        str(tmp_path / "r.json")]) == 2
@@ -397,7 +397,7 @@ def test_size_guards_reject_before_allocating(change, fragment, tmp_path, capsys
 
 
 def test_errors_list_every_problem(tmp_path, capsys):
-    """Item 7: no "(and N more problems)" hiding problems that fit on the line."""
+    """No "(and N more problems)" hiding problems that fit on the line."""
     instance = small_instance(tmp_path / "i.json", jobs=[
         {"id": "j0", "graph": "cnn", "arrival_ms": -1, "max_jct_fraction": 0.5},
         {"id": "j1", "graph": "cnn", "arrival_ms": 0, "max_jct_fraction": 2},
@@ -411,7 +411,7 @@ def test_errors_list_every_problem(tmp_path, capsys):
 
 
 def test_non_utf8_result_and_instance_files(bundled_result, tmp_path, capsys):
-    """Item 4: a file that is not UTF-8 is one line, whichever file it is."""
+    """A file that is not UTF-8 is one line, whichever file it is."""
     _, out = bundled_result
     garbage = tmp_path / "garbage.json"
     garbage.write_bytes(b'{"method": "\xff\xfe"}')
@@ -422,7 +422,7 @@ def test_non_utf8_result_and_instance_files(bundled_result, tmp_path, capsys):
 
 
 def test_a_graph_given_to_solve_and_an_instance_given_to_profile(tmp_path, capsys):
-    """Item 7: each command says when it got the other's kind of file."""
+    """Each command says when it got the other's kind of file."""
     assert solve_main([CNN, "--out", str(tmp_path / "r.json")]) == 2
     assert "is a graph, not an instance" in one_error_line(capsys.readouterr().err)
     assert pacopt_main(["profile", BUNDLED]) == 2
@@ -444,7 +444,7 @@ def _tampered(out: Path, tmp_path: Path, change) -> Path:
      "online policy: its status must be 'heuristic', not 'optimal'"),
 ])
 def test_validate_checks_the_summary(bundled_result, tmp_path, capsys, change, fragment):
-    """Item 3: a summary contradicting the jobs, or a heuristic relabelled optimal, is invalid."""
+    """A summary contradicting the jobs, or a heuristic relabelled optimal, is invalid."""
     _, out = bundled_result
     assert pacopt_main(["validate", BUNDLED, str(_tampered(out, tmp_path, change))]) == 1
     lines = capsys.readouterr().out.strip().splitlines()
@@ -452,7 +452,7 @@ def test_validate_checks_the_summary(bundled_result, tmp_path, capsys, change, f
 
 
 def test_failing_validation_exits_1_when_piped_into_head(bundled_result, tmp_path):
-    """Item 3: the reader leaving (``| head``) does not turn a failure into exit 0."""
+    """The reader leaving (``| head``) does not turn a failure into exit 0."""
     _, out = bundled_result
     bad = _tampered(out, tmp_path, lambda d: d.update(accepted=0))
     read, write = os.pipe()
@@ -467,8 +467,8 @@ def test_failing_validation_exits_1_when_piped_into_head(bundled_result, tmp_pat
 
 
 def test_result_records_limits_threads_seed_and_interruption(tmp_path):
-    """Item 6 (exact: the effective time limit and threads) and item 7 (random without --seed
-    draws a seed, uses it and records it, so the run can be repeated)."""
+    """An exact method records the effective time limit and threads; random without --seed draws
+    a seed, uses it and records it, so the run can be repeated."""
     out = tmp_path / "r.json"
     assert solve_main([BUNDLED, "--method", "random", "--out", str(out), "--quiet"]) == 0
     first = json.loads(out.read_text())
@@ -486,7 +486,7 @@ def test_result_records_limits_threads_seed_and_interruption(tmp_path):
 
 
 def test_utilisation_is_over_the_jobs_span(tmp_path):
-    """Item 7: a horizon far beyond the last job does not dilute the utilisation."""
+    """A horizon far beyond the last job does not dilute the utilisation."""
     runs = {}
     for horizon in (None, 1e9):
         changes = {} if horizon is None else {"horizon_ms": horizon}
@@ -500,7 +500,7 @@ def test_utilisation_is_over_the_jobs_span(tmp_path):
 
 
 def test_solve_help_wraps_every_description_whole(capsys, monkeypatch):
-    """Item 7: a long method description wraps under itself; none is cut."""
+    """A long method description wraps under itself; none is cut."""
     long = "online: " + " ".join(f"word{i}" for i in range(40)) + " END."
     monkeypatch.setitem(api.METHODS, "demo:K", Method("demo:K", "online", long, "x:y"))
     with pytest.raises(SystemExit):
@@ -536,7 +536,7 @@ def test_a_subcommand_is_one_registration(monkeypatch, capsys):
 
 
 def test_failed_download_leaves_no_empty_folder(tmp_path, monkeypatch, capsys):
-    """Item 7: the folders a failed download created are removed again."""
+    """The folders a failed download created are removed again."""
     from pacopt.model import pipedream
 
     def offline(dest, models=None):
@@ -606,6 +606,6 @@ def test_fuzz_findings_in_instances(change, fragment, tmp_path, capsys):
 
 @pytest.mark.parametrize("limit", ["nan", "inf", "-1"])
 def test_job_time_limit_must_be_finite(limit, capsys):
-    """Item 5 for `pacopt job` too: inf would run unbounded."""
+    """`pacopt job` checks its time limit too: inf would run unbounded."""
     assert pacopt_main(["job", "cnn", "--budget", "4", "--time-limit", limit]) == 2
     assert "--time-limit must be a finite number" in one_error_line(capsys.readouterr().err)

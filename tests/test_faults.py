@@ -1,5 +1,5 @@
-"""Faults at every step (issue 34): whatever the user hands over or the machine does, no lost
-file, no trusted poison, no traceback, no hang. Every fault the issue lists has a case here;
+"""Faults at every step: whatever the user hands over or the machine does, no lost
+file, no trusted poison, no traceback, no hang. Every listed fault has a case here;
 ``docs/faults.md`` says what is checked and how each ends.
 
 Fast cases run in process; the Ctrl-C cases run real processes (a real SIGINT, a real process

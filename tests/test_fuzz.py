@@ -1,4 +1,4 @@
-"""Fuzzing the front door (issue 12): instances, graphs, result files and flags, generated
+"""Fuzzing the front door: instances, graphs, result files and flags, generated
 malformed in every field (types, signs, NaN/inf, sizes, missing and unknown keys, cycles, broken
 references, wrong encodings), through ``solve``, ``pacopt validate`` and ``pacopt profile``.
 

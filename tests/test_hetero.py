@@ -1,4 +1,4 @@
-"""The heterogeneous problem (issue 16 part 2): types files, the model, its validator, the exact
+"""The heterogeneous problem: types files, the model, its validator, the exact
 methods' agreement, the greedy and the CLI."""
 
 import json

@@ -1,4 +1,4 @@
-"""Ctrl-C in a real ``solve`` process, for every method family (issue 12, item 1).
+"""Ctrl-C in a real ``solve`` process, for every method family.
 
 Each test starts ``solve`` with its stderr on a pseudo-terminal (as a user's shell would), waits
 until the method is visibly working (the online progress bar has moved, or the exact methods'

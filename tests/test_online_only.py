@@ -1,5 +1,5 @@
 """Online means online: no decision, checkpoint choice or rule choice reads a job that has not
-arrived (issue 31). Two instances share their first jobs and differ after them (other betas,
+arrived. Two instances share their first jobs and differ after them (other betas,
 graphs and requested degrees, so that the distribution of *all* their betas differs); every
 online method of the registry, under every placer of the preset, must decide the shared jobs
 alike. The ``-given-label`` oracles, which read every job's beta, must not: the test can fail."""

@@ -1,4 +1,4 @@
-"""Large RAMP clusters (issue 33): the incremental first-free-block index, the tiling, capped
+"""Large RAMP clusters: the incremental first-free-block index, the tiling, capped
 offline candidates, and limits honoured while a large problem is built."""
 
 from __future__ import annotations

@@ -398,7 +398,7 @@ def test_optimal_status_with_a_different_bound(base):
 
 
 def test_a_heuristic_relabelled_optimal_is_invalid(base):
-    """Issue 12, item 3: an online policy proves nothing, whatever bound it is given."""
+    """An online policy proves nothing, whatever bound it is given."""
     instance, solution = broken(base)
     claim(solution, "min-feasible", "optimal", solution.accepted)
     problems = find_problems(instance, solution)

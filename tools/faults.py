@@ -1,4 +1,4 @@
-"""The fault campaign of issue 34: every fault the issue lists, and its neighbours, tried through
+"""The fault campaign: every fault ``docs/faults.md`` lists, and its neighbours, tried through
 the real commands (each a process of its own), each outcome classified:
 
 - ``clean``: exit 2 with one ``error:`` line (or exit 1 with the validation problems listed, for
