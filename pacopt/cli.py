@@ -3,7 +3,9 @@
 Each command lives with its layer (:mod:`pacopt.solvers.commands`,
 :mod:`pacopt.learned.train_command`, :mod:`pacopt.analysis.study_command`,
 :mod:`pacopt.hetero.command`); this module only names them, so no layer imports a higher one.
-Exit codes are those of :mod:`pacopt.infra.commandline`.
+Exit codes are those of :mod:`pacopt.infra.commandline`. A command that needs an extra not
+installed (an optional module missing: :mod:`pacopt.infra.extras`) says which, in one line,
+exit 2.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 
 from pacopt.infra.commandline import run_command
 from pacopt.infra.errors import InputError
+from pacopt.infra.extras import missing_extra
 
 #: ``pacopt`` subcommands: name -> (module, function, one-line help). Registering a subcommand is
 #: one entry here; its module is imported only when it runs, and ``function(argv) -> int`` parses
@@ -41,11 +44,15 @@ COMMANDS = {
 }
 
 
+#: What a command's missing extra is reported as needed for (default ``pacopt COMMAND``).
+FEATURES = {"train": "pac-ml training"}
+
+
 def solve_main(argv: list[str] | None = None) -> int:
     """Entry point of the ``solve`` command."""
     from pacopt.solvers.commands import solve_command
 
-    return run_command(solve_command, argv)
+    return run_command(lambda args: _naming_extras(solve_command, args, "solve"), argv)
 
 
 def pacopt_main(argv: list[str] | None = None) -> int:
@@ -66,7 +73,20 @@ def _dispatch(argv: list[str] | None) -> int:
     if argv[0] not in COMMANDS:
         raise InputError(f"unknown command '{argv[0]}'; known: {', '.join(COMMANDS)}")
     module, function, _ = COMMANDS[argv[0]]
-    return getattr(importlib.import_module(module), function)(argv[1:])
+    return _naming_extras(lambda args: getattr(importlib.import_module(module), function)(args),
+                          argv[1:], FEATURES.get(argv[0], f"pacopt {argv[0]}"))
+
+
+def _naming_extras(main, argv, what: str) -> int:
+    """``main(argv)``, an optional module found missing on the way (an extra not installed)
+    raised as the one line naming the extra (:func:`pacopt.infra.extras.missing_extra`)."""
+    try:
+        return main(argv)
+    except ModuleNotFoundError as err:
+        missing = missing_extra(err, what)
+        if missing is None or missing is err:  # not an extra's, or said already
+            raise
+        raise missing from err
 
 
 if __name__ == "__main__":

@@ -126,31 +126,62 @@ def test_the_numpy_spill_features_are_torchs():
     assert np.array_equal(mine, spill_features(torch.from_numpy(actions[None]))[0].numpy())
 
 
-def test_a_later_process_plays_the_shipped_agents_without_torch(tmp_path):
-    """``solve --method pac-ml`` on the bundled example: the first process compiles the shipped
-    checkpoints it loads into the cache and embeds the example's graphs; the next plays them
-    from there without importing torch, torch-geometric or stable-baselines3, and decides every
-    job alike."""
+def _played_in_a_process(env: dict, checkpoint: str | None = None) -> dict:
+    """``solve --method pac-ml`` on the bundled example in a process of its own: its jobs,
+    whether validated, and which of torch, torch-geometric and the sb3s it imported."""
     script = ("import json, sys\n"
               "from pacopt.model.instance import load_instance\n"
               "from pacopt.solvers.api import solve\n"
-              f"solution = solve(load_instance({str(EXAMPLES / 'bundled.json')!r}), 'pac-ml')\n"
+              f"solution = solve(load_instance({str(EXAMPLES / 'bundled.json')!r}), 'pac-ml',"
+              f" checkpoint={checkpoint!r})\n"
               "print(json.dumps({'jobs': [[j.degree, j.blocks, j.start_ms] for j in solution.jobs],"
               " 'validated': solution.validated, 'imported': sorted(m for m in"
               " ('torch', 'torch_geometric', 'stable_baselines3', 'sb3_contrib')"
               " if m in sys.modules)}))\n")
-    env = {**os.environ, "PACOPT_CACHE_DIR": str(tmp_path / "cache")}
-    runs = []
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                              env=env, check=True)
-        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    first, second = runs
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_later_process_plays_without_torch(env, tmp_path):
+    """``solve --method pac-ml --checkpoint`` on the bundled example with a checkpoint of no
+    shipped export: the first process compiles it into the cache and embeds the example's
+    graphs; the next plays it from there without importing torch, torch-geometric or
+    stable-baselines3, and decides every job alike. The shipped agents play from their shipped
+    exports (``tests/test_extras.py``): without torch from the first process on."""
+    _saved(env, tmp_path / "agent.zip", seed=5, spill=True, degree_features=True)
+    cache = {**os.environ, "PACOPT_CACHE_DIR": str(tmp_path / "cache")}
+    first, second = (_played_in_a_process(cache, str(tmp_path / "agent.zip")) for _ in range(2))
     assert first["validated"] and second["validated"]
     assert first["jobs"] == second["jobs"]
     assert "torch_geometric" in first["imported"]
     assert second["imported"] == []
     assert list((tmp_path / "cache" / "agents").glob("*.pt"))
+    shipped = _played_in_a_process({**os.environ, "PACOPT_CACHE_DIR": str(tmp_path / "other")})
+    assert shipped["validated"] and shipped["imported"] == []
+
+
+def test_a_shipped_export_decides_as_the_compiled_network(env, cache, monkeypatch):
+    """A shipped checkpoint played from its shipped export and from the cache's export (the
+    compiled network, its numpy head and the embeddings it computes) decides every job of an
+    episode alike."""
+    from pacopt.learned import player
+    from pacopt.learned.agent import CHECKPOINT_DIR
+
+    path = str(CHECKPOINT_DIR / "general-ddls.zip")
+    shipped = load_player.__wrapped__(path, load_checkpoint)
+    assert shipped.head is not None and shipped.head.export._module is None  # no torch yet
+    monkeypatch.setattr(player, "read_shipped_export", lambda path: None)
+    compiled = load_player.__wrapped__(path, load_checkpoint)
+    obs, _ = env.reset(seed=3)
+    done, decisions = False, 0
+    while not done:
+        mask = env.action_masks()
+        degree = compiled.greedy(obs, mask)
+        assert shipped.greedy(obs, mask) == degree
+        decisions += mask.sum() > 1
+        obs, _, done, _, _ = env.step(degree)
+    assert decisions > 20
 
 
 def test_a_damaged_export_is_made_again_and_a_changed_checkpoint_gets_its_own(env, tmp_path,

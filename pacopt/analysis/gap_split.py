@@ -33,10 +33,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
-from matplotlib.figure import Figure
 
+from pacopt.analysis.plots import new_figure
 from pacopt.infra.errors import InputError
 from pacopt.model.instance import Instance
 from pacopt.model.jct import JctModel
@@ -44,6 +45,9 @@ from pacopt.model.solution import Solution
 from pacopt.online.policies import HEURISTICS
 from pacopt.solvers.api import solve
 from pacopt.solvers.registry import is_online
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: The parts of a method's blocking rate, bottom to top of a bar (module doc).
 PARTS = ("floor", "unproven", "hindsight", "placement", "degree")
@@ -199,7 +203,7 @@ def plot_gap_split(frame: pd.DataFrame, title: str | None = None) -> Figure:
     if "distribution" not in frame:
         frame = frame.assign(distribution="-")
     means = frame.groupby("distribution", sort=False)[list(PARTS)].mean()
-    fig = Figure(figsize=(max(5.0, 1.3 * len(means) + 2.5), 4.2), layout="constrained")
+    fig = new_figure(figsize=(max(5.0, 1.3 * len(means) + 2.5), 4.2), layout="constrained")
     ax = fig.add_subplot()
     x = range(len(means))
     bottom = pd.Series(0.0, index=means.index)

@@ -1,18 +1,18 @@
 """Plots of studies (matplotlib). Each function takes the tidy table, the jobs frame or a result,
 and returns a :class:`matplotlib.figure.Figure` (built without pyplot, so it works headless and in
 worker processes; in a notebook, ``%matplotlib inline`` displays it). :func:`study_plots` writes
-the ones a study's grids call for as PNGs.
+the ones a study's grids call for as PNGs. matplotlib is the plots extra, imported when a plot is
+drawn (:func:`new_figure`).
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
 
 from pacopt.analysis.metrics import (
     cluster_at,
@@ -25,8 +25,12 @@ from pacopt.analysis.metrics import (
 )
 from pacopt.analysis.table import EXACT_STATUSES
 from pacopt.infra.errors import InputError
+from pacopt.infra.extras import require
 from pacopt.model.jct import JobTable
 from pacopt.model.solution import Solution
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 _OPT_COLOUR, _BOUND_COLOUR = "0.25", "0.65"
 #: Colours of methods, the same in every plot (tab20 without its greys, kept for the optimum).
@@ -35,6 +39,12 @@ _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#
             "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5")
 _FIXED = ("min-feasible", "tuned", "pac-ml", "para-max", "para-min", "random", "sequential",
           "lp-online", "cpsat", "milp", "bound", "lp-round")
+
+
+def new_figure(**kwargs) -> Figure:
+    """A matplotlib ``new_figure(**kwargs)`` (without pyplot); without matplotlib, one line naming
+    the plots extra (:mod:`pacopt.infra.extras`)."""
+    return require("plots", "matplotlib.figure", "plotting").Figure(**kwargs)
 
 
 def method_colour(method: str) -> str:
@@ -70,7 +80,7 @@ def plot_blocking_by_distribution(table: pd.DataFrame, title: str | None = None)
     methods = list(dict.fromkeys(online["method"]))
     bars = len(methods) + (1 if len(best) else 0)
     width = 0.8 / max(bars, 1)
-    fig = Figure(figsize=(max(6.0, 1.6 * len(dists) + 0.3 * bars), 4.2), layout="constrained")
+    fig = new_figure(figsize=(max(6.0, 1.6 * len(dists) + 0.3 * bars), 4.2), layout="constrained")
     ax = fig.add_subplot()
     x = np.arange(len(dists))
     for i, method in enumerate(methods):
@@ -100,7 +110,7 @@ def plot_degree_table(tables: dict[str, JobTable]) -> Figure:
     against degree (dotted: ideal, speed-up = degree) and the share of the JCT spent in exposed
     communication."""
     data = degree_table(tables)
-    fig = Figure(figsize=(9.0, 3.8), layout="constrained")
+    fig = new_figure(figsize=(9.0, 3.8), layout="constrained")
     left, right = fig.subplots(1, 2)
     for label, rows in data.groupby("label", sort=False):
         left.plot(rows["degree"], rows["speedup"], "o-", ms=3, label=label)
@@ -125,7 +135,7 @@ def plot_blocking_vs_load(table: pd.DataFrame) -> Figure:
     data = summary(ok, by=("distribution", "method", "interarrival_ms"), metrics=("blocking_rate",))
     data["load"] = 1000.0 / data["interarrival_ms"]
     dists = list(dict.fromkeys(data["distribution"]))
-    fig = Figure(figsize=(4.2 * len(dists), 3.8), layout="constrained")
+    fig = new_figure(figsize=(4.2 * len(dists), 3.8), layout="constrained")
     axes = fig.subplots(1, len(dists), sharey=True, squeeze=False)[0]
     for ax, dist in zip(axes, dists):
         for method, rows in data[data["distribution"] == dist].groupby("method", sort=False):
@@ -146,7 +156,7 @@ def plot_gap_vs_jobs(table: pd.DataFrame) -> Figure:
     ok = table[(table["status"] != "error") & ~_exact_rows(table) & table["opt_bound"].notna()]
     data = summary(ok, by=("method", "num_jobs"),
                    metrics=("gap_accepted_rel", "gap_bound_accepted_rel"))
-    fig = Figure(figsize=(6.0, 4.0), layout="constrained")
+    fig = new_figure(figsize=(6.0, 4.0), layout="constrained")
     ax = fig.add_subplot()
     for method, rows in data.groupby("method", sort=False):
         rows = rows.sort_values("num_jobs")
@@ -168,7 +178,7 @@ def plot_degree_vs_beta(jobs: pd.DataFrame, width: float = 0.05) -> Figure:
     """Mean partition degree each method chose against the job's beta (deadline / sequential JCT),
     from the jobs frame; marker size shows how many jobs fell in the bin."""
     data = degree_vs_beta(jobs, by="method", width=width)
-    fig = Figure(figsize=(6.0, 4.0), layout="constrained")
+    fig = new_figure(figsize=(6.0, 4.0), layout="constrained")
     ax = fig.add_subplot()
     for method, rows in data.groupby("method", sort=False):
         ax.plot(np.minimum(rows["beta_bin"] + width / 2, 1.0), rows["mean_degree"], "-",
@@ -185,7 +195,7 @@ def plot_utilisation(solutions: dict[str, Solution], num_servers: int = 32,
                      horizon_ms: float | None = None, windows: int = 100) -> Figure:
     """Worker utilisation over time, one line per labelled result, each point the average over
     one of ``windows`` equal windows of the episode."""
-    fig = Figure(figsize=(7.5, 3.6), layout="constrained")
+    fig = new_figure(figsize=(7.5, 3.6), layout="constrained")
     ax = fig.add_subplot()
     ends = [j.start_ms + j.jct_ms for s in solutions.values() for j in s.jobs
             if j.start_ms is not None]
@@ -212,7 +222,8 @@ def plot_cluster(solution: Solution, t_ms: float, shape: tuple[int, int, int] = 
     running = list(dict.fromkeys(j for j in grid.ravel() if j is not None))
     colours = {job: f"C{i % 10}" for i, job in enumerate(running)}
     groups, racks, servers = shape
-    fig = Figure(figsize=(0.8 * groups * servers + 1, 0.7 * racks + 1), layout="constrained")
+    from matplotlib.patches import Rectangle  # matplotlib: the plots extra
+    fig = new_figure(figsize=(0.8 * groups * servers + 1, 0.7 * racks + 1), layout="constrained")
     axes = fig.subplots(1, groups, squeeze=False)[0]
     for c, ax in enumerate(axes):
         for r in range(racks):
@@ -289,7 +300,7 @@ def plot_training_curve(curve: pd.DataFrame | str | Path, title: str | None = No
     curve = _read_curve(curve)
     if window < 1:
         raise InputError(f"window must be >= 1 episode, not {window}")
-    fig = Figure(figsize=(7.5, 4.0), layout="constrained")
+    fig = new_figure(figsize=(7.5, 4.0), layout="constrained")
     ax = fig.add_subplot()
     train = curve[curve["kind"] == "train"].sort_values("steps", kind="stable")
     if len(train):
@@ -320,7 +331,7 @@ def plot_rounds(curve: pd.DataFrame | str | Path, title: str | None = None,
     :class:`InputError`."""
     curve = _read_curve(curve)
     rounds = curve[(curve["kind"] == "validation") & (curve["steps"] == 0)]
-    fig = Figure(figsize=(7.5, 4.0), layout="constrained")
+    fig = new_figure(figsize=(7.5, 4.0), layout="constrained")
     ax = fig.add_subplot()
     ax.plot(range(len(rounds)), rounds["blocking_rate"], "o-", color="C3", ms=6,
             label="validation after the round (deterministic policy)")

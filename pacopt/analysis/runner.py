@@ -5,8 +5,9 @@ Output folder::
     results/<cell>.json   the validated result of every finished cell (the result format)
     rows.jsonl            the journal: one table row per finished (or failed) cell
     results.parquet       the tidy table (see :mod:`pacopt.analysis.table`), also as
-    results.csv
-    *.png                 the study's plots (:func:`pacopt.analysis.plots.study_plots`)
+    results.csv           (parquet with the parquet extra, pyarrow; the CSV always)
+    *.png                 the study's plots (:func:`pacopt.analysis.plots.study_plots`; with
+                          the plots extra, matplotlib: without it, a warning and no plots)
 
 Resuming: a rerun into the same folder skips every cell whose row is in the journal with its
 result file beside it; failed cells (status ``error``, with their reason) are retried. A cell is
@@ -33,6 +34,7 @@ from pacopt.analysis.study_spec import Cell, Study
 from pacopt.analysis.table import assemble, error_row, solution_row
 from pacopt.infra.errors import InputError, warn
 from pacopt.infra.executors import ProcessPool, in_turn, on_pool, on_ray
+from pacopt.infra.extras import available
 from pacopt.infra.interrupt import stop_requested, stoppable
 from pacopt.infra.progress import tqdm
 from pacopt.infra.ray_cluster import check_ray_address, ray_session
@@ -78,6 +80,10 @@ def run_study(study: Study, out_dir: str | Path, *, workers: int | None = None,
     finished row. The table and plots are written even when the run is interrupted.
     """
     out = Path(out_dir)
+    if plots and not available("matplotlib"):
+        warn("the study's plots need the plots extra: pip install 'pacopt[plots]'; this run "
+             "writes the table only")
+        plots = False
     if ray_address:  # nothing is created for a cluster that is not there
         check_ray_address(ray_address)
     prepare_folder(out, "study output")
@@ -147,13 +153,29 @@ def finished_rows(out_dir: str | Path) -> dict[str, dict]:
 
 
 def read_table(out_dir: str | Path) -> pd.DataFrame:
-    """A study's tidy table (``results.parquet`` in its output folder)."""
-    return pd.read_parquet(Path(out_dir) / "results.parquet")
+    """A study's tidy table: ``results.parquet`` in its output folder, ``results.csv`` where
+    there is none or pyarrow is not installed."""
+    parquet = Path(out_dir) / "results.parquet"
+    if parquet.exists() and available("pyarrow"):
+        return pd.read_parquet(parquet)
+    return pd.read_csv(Path(out_dir) / "results.csv")
+
+
+def table_file(out_dir: str | Path) -> Path:
+    """The file :func:`write_table` writes the table to first: ``results.parquet`` with
+    pyarrow, else ``results.csv``."""
+    return Path(out_dir) / ("results.parquet" if available("pyarrow") else "results.csv")
 
 
 def write_table(table: pd.DataFrame, out_dir: Path) -> None:
-    """Write ``results.parquet`` and ``results.csv`` atomically."""
-    for name, write in (("results.parquet", table.to_parquet), ("results.csv", table.to_csv)):
+    """Write ``results.parquet`` (with pyarrow: the parquet extra; without it a parquet file
+    of an earlier run is removed, so none is stale) and ``results.csv`` atomically."""
+    writers = [("results.csv", table.to_csv)]
+    if available("pyarrow"):
+        writers.insert(0, ("results.parquet", table.to_parquet))
+    else:
+        (out_dir / "results.parquet").unlink(missing_ok=True)
+    for name, write in writers:
         write_atomically(out_dir / name, lambda tmp, write=write: write(tmp, index=False),
                          what="study output")
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
 
 from pacopt.infra.commandline import CommandParser, run_command
 from pacopt.infra.errors import InputError
+from pacopt.infra.extras import require
 from pacopt.infra.ray_cluster import LOCAL, add_ray_option
 
 
@@ -36,16 +38,38 @@ def study_main(argv: list[str] | None = None) -> int:
     return run_command(study_command, argv)
 
 
+#: What the command prints per (grid, method); the study's table holds every metric.
+SUMMARY_METRICS = ("blocking_rate", "worker_utilisation", "mean_speedup")
+
+
+def summary_text(frame) -> str:
+    """The printed summary: one line per (grid, method), the blocking rate as mean ± std over
+    its runs, about 100 characters wide (the tidy table in ``results.csv`` holds the rest)."""
+    def number(value: float, digits: int) -> str:
+        return "-" if math.isnan(value) else f"{value:.{digits}f}"
+
+    head = ("grid", "method", "runs", "blocking (mean ± std)", "utilisation", "speed-up")
+    rows = [(str(r.grid), str(r.method), str(r.runs),
+             f"{number(r.blocking_rate, 4)} ± {number(r.blocking_rate_std, 4)}",
+             number(r.worker_utilisation, 3), number(r.mean_speedup, 2))
+            for r in frame.itertuples()]
+    widths = [max(len(cell) for cell in column) for column in zip(head, *rows)]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip()
+                     for line in (head, *rows))
+
+
 def study_command(argv: list[str]) -> int:
     """``pacopt study``'s body, as the ``pacopt`` command registry calls it (inside its
     one-line-error wrapper)."""
     from pacopt.analysis.metrics import summary
-    from pacopt.analysis.runner import run_study
+    from pacopt.analysis.runner import run_study, table_file
     from pacopt.analysis.study_spec import load_study
 
     args = study_parser().parse_args(argv)
     if args.workers is not None and args.workers < 1:
         raise InputError("--workers must be >= 1")
+    if args.ray is not None:
+        require("ray", "ray", "pacopt study --ray")
     study = load_study(args.study)
     out = Path(args.out) if args.out else Path(os.getcwd()) / f"{study.name}-results"
     if out.exists() and not out.is_dir():
@@ -55,9 +79,9 @@ def study_command(argv: list[str]) -> int:
                       ray_address=ray_address, progress=not args.quiet, plots=not args.no_plots)
     failed = int((table["status"] == "error").sum()) if len(table) else 0
     if not args.quiet:
-        print(summary(table, by=("grid", "method")).to_string(index=False, float_format="%.4g"))
+        print(summary_text(summary(table, by=("grid", "method"), metrics=SUMMARY_METRICS)))
         print(f"{len(table)} of {len(study.cells)} cells, {failed} failed; table: "
-              f"{out / 'results.parquet'}", file=sys.stderr)
+              f"{table_file(out)}", file=sys.stderr)
     return 1 if failed else 0
 
 

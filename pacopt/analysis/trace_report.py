@@ -10,14 +10,18 @@ window's statistics, so results are plotted against the trace's own days.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from pacopt.analysis.metrics import utilisation_over_time
+from pacopt.analysis.plots import new_figure
 from pacopt.model.instance import Instance
 from pacopt.model.solution import Solution
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 DAY_S = 86400.0
 
@@ -67,7 +71,7 @@ def plot_arrivals(frame: pd.DataFrame, bucket_hours: float = 6.0) -> Figure:
     data = one.assign(day=np.floor(one["day"] / bucket) * bucket)
     table = data.pivot_table(index="day", columns="requested_degree", values="job",
                              aggfunc="count", fill_value=0)
-    fig = Figure(figsize=(7.5, 3.4), layout="constrained")
+    fig = new_figure(figsize=(7.5, 3.4), layout="constrained")
     ax = fig.add_subplot()
     bottom = np.zeros(len(table))
     for degree in table.columns:
@@ -85,7 +89,7 @@ def plot_arrivals(frame: pd.DataFrame, bucket_hours: float = 6.0) -> Figure:
 def plot_blocking_over_time(frame: pd.DataFrame, bucket_hours: float = 6.0) -> Figure:
     """Blocking rate per ``bucket_hours`` of trace time, one line per method."""
     data = blocking_over_time(frame, bucket_hours)
-    fig = Figure(figsize=(7.5, 3.6), layout="constrained")
+    fig = new_figure(figsize=(7.5, 3.6), layout="constrained")
     ax = fig.add_subplot()
     for method, rows in data.groupby("method", sort=False):
         ax.step(rows["day"], rows["blocking_rate"], where="post", label=method, lw=1.2)
@@ -98,7 +102,7 @@ def plot_trace_utilisation(solutions: Mapping[str, Solution], stats: Mapping,
     """Worker utilisation averaged over ``bucket_hours`` of trace time, one line per method."""
     ms_per_trace_s = 1000.0 / stats["time_compression"] * stats["arrival_stretch"]
     window_ms = bucket_hours * 3600 * ms_per_trace_s
-    fig = Figure(figsize=(7.5, 3.4), layout="constrained")
+    fig = new_figure(figsize=(7.5, 3.4), layout="constrained")
     ax = fig.add_subplot()
     for label, solution in solutions.items():
         data = utilisation_over_time(solution, stats["servers"], window_ms=window_ms)
@@ -132,7 +136,7 @@ def plot_degree_vs_requested(frame: pd.DataFrame) -> Figure:
     requested (circle area: jobs); the diagonal is ``as-requested``."""
     data = degree_vs_requested(frame)
     methods = list(dict.fromkeys(frame["method"]))
-    fig = Figure(figsize=(3.0 * len(methods), 3.3), layout="constrained")
+    fig = new_figure(figsize=(3.0 * len(methods), 3.3), layout="constrained")
     axes = fig.subplots(1, len(methods), sharex=True, sharey=True, squeeze=False)[0]
     top = max(int(data["requested_degree"].max()), int(data["degree"].max()), 1) if len(data) \
         else 16

@@ -11,7 +11,10 @@ agent was trained for is played by the one chosen for it on the validation seeds
 how it was chosen. The agent plays deterministically: the most likely degree under the live
 mask, through each checkpoint's network compiled once into the cache
 (:mod:`pacopt.learned.player`: a later process plays it without importing torch-geometric, and
-on graphs the cache has seen without importing torch).
+on graphs the cache has seen without importing torch). A shipped checkpoint plays from its
+shipped export, with no torch at all on the graphs it embeds (the bundled examples, the paper's
+and the traces' PipeDream graphs): the core install plays it; another graph needs the
+``learned`` extra (:func:`check_embedded`).
 
 ``pac-ml`` is online: at each arrival it plays the fine-tune of the distribution the betas
 arrived so far look like (:class:`~pacopt.online.recognise.BetaRecogniser`), the general agent
@@ -30,6 +33,7 @@ from gymnasium import spaces
 
 from pacopt.infra.checkpoint import load_checked
 from pacopt.infra.errors import InputError, warn
+from pacopt.infra.extras import MissingExtra, available, require
 from pacopt.learned.checkpoint_meta import (
     AGENT_KIND,
     AGENT_POLICY,
@@ -90,7 +94,9 @@ def load_checkpoint(path: str):
     naming the file, both formats and the recipe that rebuilds it; another code version of the
     same format loads), and its spaces after loading (a dict observation, a discrete action);
     anything wrong is an :class:`InputError` naming the file."""
-    from sb3_contrib import MaskablePPO
+    MaskablePPO = require("learned", "sb3_contrib",
+                          f"pac-ml with checkpoint '{Path(path).name}' (no shipped export)"
+                          ).MaskablePPO
 
     check_agent_checkpoint(path)  # before loading: another layout fails deep in torch
     model = load_checked(path, lambda file: MaskablePPO.load(file, device="cpu"),
@@ -158,6 +164,7 @@ class LearnedPolicy:
         self._left_to_general: dict[tuple, set[str]] = {}
         if instance is not None:
             self._observer_for(instance.cluster, instance.model)
+            check_embedded(self, instance)
 
     def _name(self, path: str) -> str:
         online = "online: " if self.recogniser is not None else ""
@@ -241,6 +248,23 @@ class LearnedPolicy:
         a file written before checkpoints had metadata."""
         return {"checkpoints": {Path(path).name: _summary(path)
                                 for path in self.played if path != _IN_MEMORY}}
+
+
+def check_embedded(agent: LearnedPolicy, instance: Instance) -> None:
+    """Without torch, a :class:`~pacopt.infra.extras.MissingExtra` (the ``learned`` extra) for
+    the first of ``instance``'s job graphs that one of ``agent``'s checkpoints has no embedding
+    of (shipped or in the cache): it could not play that graph. Checked before any episode, so
+    that the exact methods' warm start leaves the agent out; with torch, nothing to check."""
+    if available("torch"):
+        return
+    observer = agent._observer_for(instance.cluster, instance.model)
+    for name in dict.fromkeys(job.graph for job in instance.jobs):
+        g = observer.graph(instance.graphs[name])
+        for path, player in zip(agent.paths.values(), agent.players.values()):
+            if player.network is None and not player.embeds(g.node_x, g.edge_index, g.edge_x,
+                                                            g.sig):
+                raise MissingExtra(f"pac-ml on graph '{name}' (not embedded by "
+                                   f"{Path(path).name}'s export)", "learned", "torch")
 
 
 def _misfit(observer: Observer, player: Player, path: str) -> str | None:

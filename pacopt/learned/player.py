@@ -22,6 +22,15 @@ compiled network, so play decides exactly as the compiled network does, and as t
 in memory does. A miss loads the checkpoint with every check
 (:func:`~pacopt.learned.agent.load_checkpoint`), compiles its network and writes the export
 (where the cache can be written).
+
+A shipped checkpoint's export ships beside it (``<name>.play.npz``, package data written by
+``python -m tools.export_agents``: :func:`write_shipped_export`): its numpy head and the
+embeddings of the graphs it is run on (:data:`SHIPPED_GRAPHS`), made from the checkpoint whose
+digest it records. Play reads it first, with or without torch, so the core install (no torch,
+``pacopt[learned]`` not installed) plays the shipped agents on those graphs. Without torch a
+near tie is decided by the numpy head alone, and a graph the export does not embed is a
+:class:`~pacopt.infra.extras.MissingExtra` naming the ``learned`` extra; with torch both go to
+the compiled network, as above.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pacopt.infra.errors import InputError
+from pacopt.infra.extras import available, require
 from pacopt.infra.safe_write import write_atomically
 from pacopt.model.timing_cache import cache_dir
 
@@ -62,13 +72,21 @@ TIE_MARGIN = 2e-9
 #: Degrees whose rows the numpy head holds for a network scoring degrees by their features
 #: (0 = reject and 1..1024; a cluster allowing more is played by the compiled network).
 HEAD_DEGREES = 1025
+#: A checkpoint's shipped export, beside it: ``<checkpoint's stem>`` + this.
+SHIPPED_SUFFIX = ".play.npz"
+#: The graphs a shipped export embeds: the bundled examples (``examples/graphs``) and the
+#: PipeDream profiles of the paper's workload and of the traces' default graphs.
+SHIPPED_GRAPHS = ("cnn", "resnet", "transformer", "bert", "gpt2", "deepspeech2", "alexnet",
+                  "vgg16", "resnet18", "squeezenet1_0", "gnmt", "resnet50", "inception_v3")
+_UNEMBEDDED = "pac-ml on a graph the shipped agents' exports do not embed"
+_COMPILED = "pac-ml's compiled network (a graph not embedded, or more than 1024 degrees)"
 
 
-def torch_for_play():
+def torch_for_play(what: str = "pac-ml without a shipped export"):
     """torch, imported on first need (play from the cache mostly needs none), with one
-    thread: the network is tiny and sees one job at a time, extra threads only spin."""
-    import torch
-
+    thread: the network is tiny and sees one job at a time, extra threads only spin. Without
+    torch, a :class:`~pacopt.infra.extras.MissingExtra`: ``what`` needs the learned extra."""
+    torch = require("learned", "torch", what)
     torch.set_num_threads(1)
     return torch
 
@@ -98,13 +116,23 @@ class Player:
                    extractor.play_logits, network=policy)
 
     def greedy(self, obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
-        """The allowed degree of largest logit (how the agent plays)."""
+        """The allowed degree of largest logit (how the agent plays): the numpy head's, a near
+        tie the compiled network's (the numpy head's without torch)."""
         if self.head is not None:
             degree = self.head.greedy(obs, mask)
+            if degree is None and not available("torch"):
+                degree = self.head.greedy(obs, mask, ties=True)
             if degree is not None:
                 return degree
         with torch_for_play().no_grad():
             return masked_argmax(self.logits(obs), mask)
+
+    def embeds(self, node_x: np.ndarray, edge_index: np.ndarray, edge_x: np.ndarray,
+               graph_sig: np.ndarray) -> bool:
+        """Whether the numpy head plays this graph (its arrays: :mod:`~pacopt.learned.features`)
+        without torch: its embedding is shipped or in the cache."""
+        return (self.head is not None
+                and graph_digest(node_x, edge_index, edge_x, graph_sig) in self.head.export.stored)
 
 
 def masked_argmax(logits: torch.Tensor, mask: np.ndarray) -> int:
@@ -148,17 +176,19 @@ class NumpyHead:
         logits, scale = _forward(self.scorer, rows, scales)
         return logits[:, 0], scale[:, 0]
 
-    def greedy(self, obs: dict[str, np.ndarray], mask: np.ndarray) -> int | None:
+    def greedy(self, obs: dict[str, np.ndarray], mask: np.ndarray,
+               ties: bool = False) -> int | None:
         """The allowed degree of largest logit, or None when the two best are closer than
         :data:`TIE_MARGIN` times their rounding scale (or the head cannot score this
-        observation): the compiled network decides those."""
+        observation): the compiled network decides those. ``ties``: decide near ties too (the
+        first of the largest logits: play without torch)."""
         scored = self.scored(obs)
         if scored is None:
             return None
         allowed = np.flatnonzero(mask)
         logits, scale = scored[0][allowed], scored[1][allowed]
         order = np.argsort(-logits, kind="stable")
-        if len(order) > 1:
+        if len(order) > 1 and not ties:
             best, second = order[0], order[1]
             if logits[best] - logits[second] < TIE_MARGIN * (scale[best] + scale[second]):
                 return None
@@ -203,22 +233,36 @@ def _spill_features(actions: np.ndarray) -> np.ndarray:
                     -1)
 
 
+def graph_digest(node_x: np.ndarray, edge_index: np.ndarray, edge_x: np.ndarray,
+                 graph_sig: np.ndarray) -> str:
+    """The digest by which exports keep a graph's embedding: of its observation arrays."""
+    digest = hashlib.sha256()
+    for name, array in (("node_x", node_x), ("edge_index", edge_index), ("edge_x", edge_x),
+                        ("graph_sig", graph_sig)):
+        array = np.ascontiguousarray(array)
+        digest.update(f"{name}{array.dtype}{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
 class _Export:
     """A checkpoint's export in the cache: the graph embeddings (in memory by signature, on disk
-    by the graph arrays' digest) and the compiled network, loaded on first need (``remake``
-    compiles it again from the checkpoint). Called, the compiled network's logits (as
-    :class:`Player` plays without a numpy head)."""
+    by the graph arrays' digest; ``shipped``: those of its shipped export, which come first)
+    and the compiled network, loaded on first need (``remake`` compiles it again from the
+    checkpoint). Called, the compiled network's logits (as :class:`Player` plays without a
+    numpy head)."""
 
-    def __init__(self, file: Path, remake: Callable[[], Any], module=None):
+    def __init__(self, file: Path, remake: Callable[[], Any], module=None,
+                 shipped: dict[str, np.ndarray] | None = None):
         self.file, self._remake = file, remake
         self._module = module
         self.embeddings: dict[tuple, np.ndarray] = {}
-        self._stored = _read_arrays(_graphs_file(file)) or {}
+        self.stored = {**(_read_arrays(_graphs_file(file)) or {}), **(shipped or {})}
 
     @property
     def module(self):
         if self._module is None:
-            torch = torch_for_play()
+            torch = torch_for_play(_COMPILED)
             try:
                 self._module = _quietly(torch.jit.load, str(self.file), map_location="cpu")
             except (RuntimeError, OSError, AttributeError):  # gone or damaged since: made again
@@ -231,28 +275,20 @@ class _Export:
         sig = tuple(obs["graph_sig"].tolist())
         embedding = self.embeddings.get(sig)
         if embedding is None:
-            digest = hashlib.sha256()
-            for name in ("node_x", "edge_index", "edge_x", "graph_sig"):
-                array = np.ascontiguousarray(obs[name])
-                digest.update(f"{name}{array.dtype}{array.shape}".encode())
-                digest.update(array.tobytes())
-            name = digest.hexdigest()
-            embedding = self._stored.get(name)
+            name = graph_digest(obs["node_x"], obs["edge_index"], obs["edge_x"],
+                                obs["graph_sig"])
+            embedding = self.stored.get(name)
             if embedding is None:
-                torch = torch_for_play()
-                with torch.inference_mode():
-                    embedding = self.module.embed(
-                        torch.from_numpy(obs["node_x"][None]),
-                        torch.from_numpy(obs["edge_index"][None]),
-                        torch.from_numpy(obs["edge_x"][None]),
-                        torch.from_numpy(obs["graph_sig"][None])[:, 2:])[0].numpy()
-                self._stored[name] = embedding
-                _write_arrays(_graphs_file(self.file), self._stored)
+                torch_for_play(_UNEMBEDDED)
+                embedding = _embed(self.module, obs["node_x"], obs["edge_index"],
+                                   obs["edge_x"], obs["graph_sig"])
+                self.stored[name] = embedding
+                _write_arrays(_graphs_file(self.file), self.stored)
             self.embeddings[sig] = embedding
         return embedding
 
     def __call__(self, obs: dict[str, np.ndarray]) -> torch.Tensor:
-        torch = torch_for_play()
+        torch = torch_for_play(_COMPILED)
         with torch.inference_mode():  # never trained: lighter than no_grad
             embedding = torch.from_numpy(self.embedding(obs))
             return self.module(embedding.unsqueeze(0), torch.from_numpy(obs["globals"][None]),
@@ -262,7 +298,8 @@ class _Export:
 @lru_cache(maxsize=8)
 def load_player(path: str, load: Callable[[str], Any]) -> Player:
     """The checkpoint at ``path`` (an absolute path, checked) ready to play, once per file and
-    process: its export from the cache, or else loaded by ``load`` (a
+    process: its shipped export (:func:`read_shipped_export`), else its export from the cache,
+    or else loaded by ``load`` (a
     :class:`~pacopt.learned.gnn.DegreePolicy`, checked:
     :func:`~pacopt.learned.agent.load_checkpoint`), compiled and exported (module doc). A
     damaged or unreadable export is made again; a cache that cannot be written only costs the
@@ -272,6 +309,12 @@ def load_player(path: str, load: Callable[[str], Any]) -> Player:
     check_agent_checkpoint(path)  # the file as it is now: a missing or damaged one fails here
     file = cache_dir() / "agents" / f"{_key(path)}.pt"
     remake = lambda: _export(path, load, file)[1]  # the export gone or damaged while playing
+    shipped = read_shipped_export(path)
+    if shipped is not None:
+        embeddings = {key.removeprefix("graph:"): value for key, value in shipped.items()
+                      if key.startswith("graph:")}
+        return _player(json.loads(str(shipped["info"])),
+                       _Export(file, remake, shipped=embeddings), shipped)
     arrays = _read_arrays(file.with_suffix(".npz")) if file.is_file() else None
     if arrays is not None:
         try:  # the head written with this very module, and the module whole
@@ -293,6 +336,72 @@ def load_player(path: str, load: Callable[[str], Any]) -> Player:
     if module is None:  # a torch without TorchScript: play the network in memory
         return Player.of_policy(info)
     return _player(info, _Export(file, remake, module), arrays)
+
+
+def read_shipped_export(path: str) -> dict[str, np.ndarray] | None:
+    """The arrays of the export shipped beside the checkpoint at ``path``
+    (:data:`SHIPPED_SUFFIX`), or None when there is none, it is unreadable, or it was made from
+    other bytes or by another :data:`EXPORT_VERSION`."""
+    arrays = _read_arrays(shipped_export_path(path))
+    try:
+        if (arrays is None or int(arrays["export_version"]) != EXPORT_VERSION
+                or str(arrays["checkpoint_sha256"]) != _digest(Path(path))):
+            return None
+    except (KeyError, ValueError, TypeError, OSError):
+        return None
+    return arrays
+
+
+def shipped_export_path(path: str | Path) -> Path:
+    """Where the shipped export of the checkpoint at ``path`` is: beside it."""
+    path = Path(path)
+    return path.with_name(path.name.removesuffix(".zip") + SHIPPED_SUFFIX)
+
+
+def write_shipped_export(path: str, load: Callable[[str], Any], graphs: dict) -> Path:
+    """Write the shipped export of the checkpoint at ``path`` beside it (:func:`read_shipped_export`
+    reads it): the numpy head of its compiled network, and the embedding of each of ``graphs``
+    (name -> :class:`~pacopt.model.graph.JobGraph`) as that network computes it; torch and
+    ``load`` (:func:`~pacopt.learned.agent.load_checkpoint`) make it."""
+    from pacopt.learned.features import encode_graph
+
+    torch_for_play("writing an agent's export")
+    policy = load(path)
+    module = _quietly(policy.features_extractor.play_module)
+    info = {"shapes": space_shapes(policy.observation_space),
+            "degree_features": policy.features_extractor.degree_features,
+            "checkpoint": Path(path).name}
+    arrays = _head_arrays(module, info)
+    if arrays is None:
+        raise InputError(f"checkpoint '{path}': its head is not one the numpy head plays")
+    names = {}
+    for name, graph in graphs.items():
+        g = encode_graph(graph)
+        digest = graph_digest(g.node_x, g.edge_index, g.edge_x, g.sig)
+        arrays[f"graph:{digest}"] = _embed(module, g.node_x, g.edge_index, g.edge_x, g.sig)
+        names[name] = digest
+    arrays["graphs"] = np.array(json.dumps(names, sort_keys=True))
+    arrays["checkpoint_sha256"] = np.array(_digest(Path(path)))
+    arrays["export_version"] = np.array(EXPORT_VERSION)
+    arrays["module"] = np.array("")  # no compiled file: play compiles one when it needs it
+    out = shipped_export_path(path)
+
+    def save(tmp: Path) -> None:
+        with tmp.open("wb") as stream:
+            np.savez_compressed(stream, **arrays)
+
+    write_atomically(out, save, what="the shipped export")
+    return out
+
+
+def _embed(module, node_x: np.ndarray, edge_index: np.ndarray, edge_x: np.ndarray,
+           graph_sig: np.ndarray) -> np.ndarray:
+    """One graph's embedding by the compiled network (float32)."""
+    torch = torch_for_play(_UNEMBEDDED)
+    with torch.inference_mode():
+        return module.embed(torch.from_numpy(node_x[None]), torch.from_numpy(edge_index[None]),
+                            torch.from_numpy(edge_x[None]),
+                            torch.from_numpy(graph_sig[None])[:, 2:])[0].numpy()
 
 
 def _export(path: str, load: Callable[[str], Any], file: Path):
@@ -322,14 +431,24 @@ def _player(info: dict, export: _Export, arrays: dict[str, np.ndarray] | None) -
 def _save_head(module, file: Path, info: dict) -> dict[str, np.ndarray] | None:
     """The compiled network's head as numpy arrays (:class:`NumpyHead`), written next to its
     export; None for a head of other layers (the compiled network then plays every move)."""
-    torch = torch_for_play()
-    head = module.head
-    arrays: dict[str, np.ndarray] = {"info": np.array(json.dumps(info)),
-                                     "spill": np.array(bool(head.spill))}
+    arrays = _head_arrays(module, info)
+    if arrays is None:
+        return None
     try:
         arrays["module"] = np.array(_digest(file))  # the export it was made with
     except OSError:  # not written (a read-only cache): the head plays in this process only
         arrays["module"] = np.array("")
+    _write_arrays(file.with_suffix(".npz"), arrays)
+    return arrays
+
+
+def _head_arrays(module, info: dict) -> dict[str, np.ndarray] | None:
+    """The compiled network's head as numpy arrays (:class:`NumpyHead`), or None for a head of
+    other layers."""
+    torch = torch_for_play()
+    head = module.head
+    arrays: dict[str, np.ndarray] = {"info": np.array(json.dumps(info)),
+                                     "spill": np.array(bool(head.spill))}
     try:
         for name in ("context", "scorer"):
             layers = list(getattr(head, name).children())
@@ -346,7 +465,6 @@ def _save_head(module, file: Path, info: dict) -> dict[str, np.ndarray] | None:
             arrays["degrees"] = module.degree_table(HEAD_DEGREES).numpy().copy()
     except (AttributeError, RuntimeError):
         return None
-    _write_arrays(file.with_suffix(".npz"), arrays)
     return arrays
 
 

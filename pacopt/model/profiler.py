@@ -15,6 +15,11 @@ import copy
 import math
 from dataclasses import dataclass
 
+from pacopt.infra.extras import require
+
+# torch is the learned extra's: without it, importing this module is one line naming the extra
+require("learned", "torch", "profiling a torch model (pacopt.model.profiler)")
+
 import torch
 from torch import fx, nn
 from torch.utils._python_dispatch import TorchDispatchMode

@@ -17,6 +17,11 @@ import functools
 from collections import OrderedDict
 from collections.abc import Callable
 
+from pacopt.infra.extras import require
+
+# torch is the learned extra's: without it, importing this module is one line naming the extra
+require("learned", "torch", "profiling the models pacopt defines (pacopt.model.zoo)")
+
 import torch
 from torch import nn
 
