@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import pacopt
 from pacopt.cli import pacopt_main, solve_main
 from pacopt.infra.errors import InputError
 from pacopt.learned.agent import (
@@ -136,7 +137,7 @@ def test_a_short_run_writes_its_metadata(tmp_path, pipedream_env):
     assert latest["rounds"] == 1 == state["rounds"]  # the teacher's round
     assert latest["timesteps"] == state["steps"] >= 64
     assert latest["validation"] == state["best_score"]
-    assert latest["code_version"].split(" ")[0] == "0.1.0"
+    assert latest["code_version"].split(" ")[0] == pacopt.__version__
     datetime.fromisoformat(latest["trained_at"])
     if best.name == "best.zip":  # the imitation policy, or a PPO step that beat it
         meta = read_metadata(best)

@@ -83,7 +83,7 @@ def test_an_arrival_decided_without_the_lp_is_decided_as_the_lp_decides(monkeypa
     """Where no future column meets the arriving job's clearly best one, or no conflict row
     holds any of its columns, the LP is not solved; the episode is the one in which it is
     solved at every arrival."""
-    from pacopt.formulations import lp_online
+    from pacopt.online import lp_online
 
     inst = instance(random_jobs(6, 40))  # a seed where each way is taken
     used = []

@@ -184,6 +184,25 @@ def test_a_shipped_export_decides_as_the_compiled_network(env, cache, monkeypatc
     assert decisions > 20
 
 
+def test_a_shipped_exports_near_tie_compiles_the_network_in_an_empty_cache(env, cache,
+                                                                          monkeypatch):
+    """A shipped agent's first near tie in a fresh cache (nothing compiled there yet): the
+    network is compiled then, and decides as the compiled network always does."""
+    from pacopt.learned import player
+    from pacopt.learned.agent import CHECKPOINT_DIR
+
+    path = str(CHECKPOINT_DIR / "general-ddls.zip")
+    shipped = load_player.__wrapped__(path, load_checkpoint)
+    monkeypatch.setattr(player, "TIE_MARGIN", np.inf)  # every choice a near tie
+    obs, _ = env.reset(seed=3)
+    mask = env.action_masks()
+    assert not any(cache.glob("*.pt")) and mask.sum() > 1
+    degree = shipped.greedy(obs, mask)
+    assert any(cache.glob("*.pt"))
+    monkeypatch.setattr(player, "read_shipped_export", lambda path: None)
+    assert load_player.__wrapped__(path, load_checkpoint).greedy(obs, mask) == degree
+
+
 def test_a_damaged_export_is_made_again_and_a_changed_checkpoint_gets_its_own(env, tmp_path,
                                                                              cache):
     path = tmp_path / "agent.zip"

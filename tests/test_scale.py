@@ -309,7 +309,7 @@ def test_lp_round_on_capped_candidates_keeps_a_better_online_episode(monkeypatch
     episode (a 1500-job trace window on 16x16x4: 475 against ``tuned``'s 858): it then returns
     that episode, validated, with its own bound; on a cluster without tiles its rounding
     stands. A rounding that accepts nothing stands in for a poor one here."""
-    from pacopt.formulations import lp_round
+    from pacopt.solvers import lp_round
     from pacopt.solvers.lp_round import RoundingResult
 
     monkeypatch.setattr(lp_round, "lp_round", lambda problem, **kwargs: RoundingResult(

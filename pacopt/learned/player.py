@@ -265,7 +265,9 @@ class _Export:
             torch = torch_for_play(_COMPILED)
             try:
                 self._module = _quietly(torch.jit.load, str(self.file), map_location="cpu")
-            except (RuntimeError, OSError, AttributeError):  # gone or damaged since: made again
+            # not made yet (a shipped export's first near tie), gone or damaged: made now
+            # (torch says ValueError for a missing file)
+            except (RuntimeError, OSError, ValueError, AttributeError):
                 self._module = self._remake()
         return self._module
 

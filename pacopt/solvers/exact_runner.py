@@ -246,8 +246,9 @@ class LiveLine:
 
     Call it with ``(seconds, incumbent, bound)`` on every improvement (from any thread), and
     :meth:`stage` when the method moves on (building the problem, warm starts, the search). On a
-    terminal one line is redrawn twice a second, so the clock moves while the solver is silent;
-    elsewhere (a log file, a pipe) a line is printed per improvement or stage only.
+    terminal one line is redrawn twice a second from the start, so the clock and the stage show
+    while the solver is silent; elsewhere (a log file, a pipe) a line is printed per improvement
+    only.
     """
 
     def __init__(self, started: float, enabled: bool = True, stream=None, method: str = ""):
@@ -280,10 +281,10 @@ class LiveLine:
             self._write(self.line(time.perf_counter() - self.started) + "\n")
 
     def stage(self, name: str) -> None:
-        """The method moves on to ``name`` (shown until the next stage)."""
+        """The method moves on to ``name``: the terminal's line shows it until the next stage,
+        and the next line printed elsewhere names it (a stage alone prints nothing there, so
+        that a bad input stays one line)."""
         self.current = name
-        if self.enabled and not self.live:
-            self._write(self.line(time.perf_counter() - self.started) + "\n")
 
     def line(self, seconds: float) -> str:
         """The progress line at ``seconds`` after the start."""
