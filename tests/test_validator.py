@@ -459,6 +459,7 @@ def test_solve_reports_a_solution_that_fails_validation(base, monkeypatch):
         return solution
 
     monkeypatch.setattr(api, "simulate", corrupted)
-    solution = solve(instance, "min-feasible")
+    with pytest.warns(UserWarning, match="the method's JCTs differ from the validator's own"):
+        solution = solve(instance, "min-feasible")
     assert solution.validated is False and solution.status == "error"
     assert any("job 'j1': reported JCT" in p for p in solution.metrics["validation_problems"])

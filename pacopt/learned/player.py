@@ -477,7 +477,8 @@ def _graphs_file(file: Path) -> Path:
 def _read_arrays(file: Path) -> dict[str, np.ndarray] | None:
     """The arrays of an ``.npz`` in the cache, or None when missing or unreadable."""
     try:
-        with np.load(file, allow_pickle=False) as data:
+        # the file opened here: np.load leaves its own handle open when the zip is damaged
+        with open(file, "rb") as handle, np.load(handle, allow_pickle=False) as data:
             return {name: data[name] for name in data.files}
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
         return None
