@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
+import os
 import re
 import subprocess
 import sys
@@ -83,7 +84,9 @@ def build(dest: Path, strict: bool = True) -> float:
     start = time.perf_counter()
     command = [sys.executable, "-m", "mkdocs", "build", "-q", "-d", str(dest),
                "--strict" if strict else "--no-strict"]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")  # Material's banner about MkDocs 2
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False,
+                          env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command[2:])} failed:\n{done.stdout}{done.stderr}")
     if done.stderr.strip():
