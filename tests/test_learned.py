@@ -306,7 +306,7 @@ def test_a_run_initialised_from_an_older_checkpoint_takes_its_network_shape(tmp_
 
 def test_ppo_updates_are_logged_to_the_curve(tmp_path, pipedream_env):
     """Each PPO update's losses, KL, entropy and explained variance become a ``ppo`` row of
-    curve.csv (sb3's logger is no longer silenced into nothing)."""
+    curve.csv (sb3's logger is not silenced into nothing)."""
     from pacopt.learned.callbacks import PPO_COLUMNS
     from pacopt.learned.train import TrainConfig, train
 

@@ -101,8 +101,8 @@ def test_online_under_the_physical_presets_placers(twins, method):
 
 @pytest.mark.parametrize("method", online_methods(reads_future=True))
 def test_the_given_label_oracles_do_read_the_future(twins, method):
-    """The same check fails for the former ``tuned`` and ``pac-ml`` (the oracles now): the test
-    above would catch a policy that reads the label."""
+    """The same check fails for the given-label oracles: the test above would catch a policy
+    that reads the label."""
     assert method in ("tuned-given-label", "pac-ml-given-label")
     first, second = twins
     assert decisions(first, method, "first-fit") != decisions(second, method, "first-fit")

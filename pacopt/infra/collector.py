@@ -7,7 +7,7 @@ checkpoints' included. :func:`fewer_collections` freezes the objects alive when 
 (they are never walked during it: :func:`gc.freeze`) and raises the young generation's threshold;
 on leaving, both go back, so whatever cyclic garbage the run made is collected as before.
 Exact methods run without it: the models they build and drop hold cycles, and their peak
-memory grew with it (``docs/scale.md``, the tenth round).
+memory grows with it (``docs/experiments.md``).
 """
 
 from __future__ import annotations
