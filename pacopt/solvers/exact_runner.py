@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import warnings
 from typing import Self
 
 from pacopt.formulations.bound import solve_relaxation
@@ -23,7 +24,7 @@ from pacopt.formulations.offline import (
     to_solution,
 )
 from pacopt.infra.concurrency import available_cores
-from pacopt.infra.errors import InputError, warn
+from pacopt.infra.errors import InputError, PacoptWarning, warn
 from pacopt.infra.interrupt import OutOfTime, out_of_time, stop_requested
 from pacopt.model.episode_stats import episode_metrics
 from pacopt.model.instance import Instance
@@ -58,7 +59,11 @@ def learned_policies(instance: Instance):
     from pacopt.learned.agent import LearnedPolicy
 
     try:
-        agent = LearnedPolicy(instance)
+        # which shipped checkpoint plays which distribution is the agent's user's business, not
+        # a warm start's: its note on checkpoints trained for another cluster is not shown here
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "the shipped fine-tune", PacoptWarning)
+            agent = LearnedPolicy(instance)
     except InputError:  # no checkpoint shipped for this preset, or not for these degrees
         return
     yield agent
