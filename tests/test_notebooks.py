@@ -115,20 +115,14 @@ def _rendered(name: str) -> nbformat.NotebookNode:
 
 
 @pytest.mark.parametrize("name", SOURCES)
-def test_rendered_copy_has_the_sources_code(name):
-    """A notebook whose code changed has to be rendered again before it lands."""
-    source = nbformat.read(NOTEBOOKS / name, as_version=4)
-    assert render.code_sources(_rendered(name)) == render.code_sources(source), (
-        f"docs/notebooks/{name} is stale: python docs/hooks/render_notebooks.py "
-        f"{Path(name).stem}")
-
-
-@pytest.mark.parametrize("name", SOURCES)
-def test_rendered_copy_has_the_sources_prose(name):
-    source = nbformat.read(NOTEBOOKS / name, as_version=4)
-    assert render.source_cells(_rendered(name)) == render.source_cells(source), (
-        f"docs/notebooks/{name} has older text: python docs/hooks/render_notebooks.py --prose "
-        f"{Path(name).stem}")
+def test_rendered_copy_matches_its_source(name):
+    """A notebook whose code or text changed has to be rendered again before it lands."""
+    source, rendered = nbformat.read(NOTEBOOKS / name, as_version=4), _rendered(name)
+    again = f"python docs/hooks/render_notebooks.py {Path(name).stem}"
+    assert render.code_sources(rendered) == render.code_sources(source), (
+        f"docs/notebooks/{name} is stale: {again}")
+    assert render.source_cells(rendered) == render.source_cells(source), (
+        f"docs/notebooks/{name} has older text: {again.replace('.py', '.py --prose')}")
 
 
 @pytest.mark.parametrize("name", SOURCES)
