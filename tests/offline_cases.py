@@ -44,3 +44,13 @@ def small_problem(jobs):
 #: instances of this size take it minutes).
 SMALL = {"hand": HAND_JOBS, "random-3": random_jobs(3, 12), "random-4": random_jobs(4, 11),
          "random-2": random_jobs(2, 12)}
+
+
+def chain(rng, name: str, length: int) -> dict:
+    """An inline chain graph of ``length`` random ops named ``name0``, ``name1``, ... (its first
+    op's forward time fixed at 0.5 ms), for random offline instances."""
+    ops = [{"id": f"{name}{i}", "forward_ms": round(rng.uniform(0.0, 2.0), 2) if i else 0.5,
+            "backward_ms": round(rng.uniform(0.0, 3.0), 2),
+            "activation_bytes": rng.randrange(1, 10**8), "parameter_bytes": rng.randrange(0, 10**7)}
+           for i in range(length)]
+    return {"ops": ops, "deps": [[f"{name}{i}", f"{name}{i + 1}"] for i in range(length - 1)]}

@@ -4,6 +4,7 @@ optimum dominates every online heuristic on each (the bound the candidate set pr
 import random
 
 import pytest
+from offline_cases import chain
 
 from pacopt.formulations.cpsat import solve_cpsat
 from pacopt.formulations.milp import solve_milp
@@ -13,14 +14,6 @@ from pacopt.model.simulator import simulate
 from pacopt.online.policies import HEURISTICS, make_policy
 from pacopt.solvers.api import solve
 from pacopt.solvers.validate import find_problems
-
-
-def chain(rng, name, length):
-    ops = [{"id": f"{name}{i}", "forward_ms": round(rng.uniform(0.0, 2.0), 2) if i else 0.5,
-            "backward_ms": round(rng.uniform(0.0, 3.0), 2),
-            "activation_bytes": rng.randrange(1, 10**8), "parameter_bytes": rng.randrange(0, 10**7)}
-           for i in range(length)]
-    return {"ops": ops, "deps": [[f"{name}{i}", f"{name}{i + 1}"] for i in range(length - 1)]}
 
 
 def random_instance(seed):

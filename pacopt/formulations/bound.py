@@ -9,7 +9,9 @@ offline optimum, and so every online policy.
 
 It has a handful of variables per job instead of hundreds of placed options, so its LP is cheap
 even on the largest episodes, and the integer model improves on that bound within a time limit
-(HiGHS, with its log off).
+(HiGHS, with its log off). :func:`solve_relaxation_fully` reports its LP value, dual bound and
+best selection separately, closes the gap to the last job and can start from a schedule's
+degrees (``benchmarks/bench_bounds.py`` measures how far it gets).
 
 On the paper workload its bound stays above the best known solutions, and neither shape rows at
 single instants nor per-cell worker counts tightened it: what binds is that a job keeps its
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from dataclasses import dataclass
 
 import highspy
@@ -74,9 +77,8 @@ def _add_uncapped_degrees(problem: OfflineProblem, groups: dict) -> None:
                 groups[j, d] = (max(table.counts[d]), job.arrival_ms, job.arrival_ms + jct)
 
 
-def solve_relaxation(problem: OfflineProblem, time_limit: float | None = 10.0,
-                     integral: bool = True) -> Relaxation:
-    """Solve the worker-count relaxation (see the module doc and :func:`worker_count_bound`)."""
+def relaxation_columns(problem: OfflineProblem) -> dict[tuple[int, int], tuple[int, float, float]]:
+    """The relaxation's columns: (job, degree) -> (fewest workers, arrival, earliest end)."""
     groups: dict[tuple[int, int], tuple[int, float, float]] = {}
     for option in problem.options:
         key = (option.job, option.degree)
@@ -87,8 +89,14 @@ def solve_relaxation(problem: OfflineProblem, time_limit: float | None = 10.0,
         groups[key] = (min(width, workers), start, min(end, option.end_ms))
     if problem.capped and problem.instance.model.preset == "ddls":
         _add_uncapped_degrees(problem, groups)
-    if not groups:
-        return Relaxation(bound=0, selection={})
+    return groups
+
+
+def _relaxation_lp(problem: OfflineProblem, groups: dict, integral: bool
+                   ) -> tuple[highspy.HighsLp, list[tuple[int, int]], int]:
+    """The relaxation over ``groups`` (:func:`relaxation_columns`) as a HiGHS model: one column
+    per (job, degree), at most one per job, the workers at every maximal instant that can
+    bind; with the columns' keys and the number of jobs."""
     keys = list(groups)
     widths = np.array([groups[k][0] for k in keys], dtype=float)
     starts = np.array([groups[k][1] for k in keys])
@@ -123,6 +131,16 @@ def solve_relaxation(problem: OfflineProblem, time_limit: float | None = 10.0,
     lp.a_matrix_.value_ = matrix.data
     if integral:
         lp.integrality_ = [highspy.HighsVarType.kInteger] * len(keys)
+    return lp, keys, len(job_of)
+
+
+def solve_relaxation(problem: OfflineProblem, time_limit: float | None = 10.0,
+                     integral: bool = True) -> Relaxation:
+    """Solve the worker-count relaxation (see the module doc and :func:`worker_count_bound`)."""
+    groups = relaxation_columns(problem)
+    if not groups:
+        return Relaxation(bound=0, selection={})
+    lp, keys, num_jobs = _relaxation_lp(problem, groups, integral)
     solver = highspy.Highs()
     solver.setOptionValue("output_flag", False)
     if time_limit is not None:
@@ -146,10 +164,104 @@ def solve_relaxation(problem: OfflineProblem, time_limit: float | None = 10.0,
         optimal = solver.getModelStatus() == highspy.HighsModelStatus.kOptimal
         value = info.objective_function_value if optimal else math.inf
     if not math.isfinite(value):  # stopped before any bound: every job with a degree may run
-        value = len(job_of)
+        value = num_jobs
     selection = {}
     if integral and info.primal_solution_status == 2:  # 2: a feasible integer solution exists
         values = solver.getSolution().col_value
         selection = {keys[c][0]: keys[c][1] for c in range(len(keys)) if values[c] > 0.5}
     return Relaxation(bound=math.floor(value + 1e-6), selection=selection,
                       interrupted=interrupted)
+
+
+@dataclass
+class RelaxationSolve:
+    """The worker-count relaxation solved as far as a time limit allows
+    (:func:`solve_relaxation_fully`): ``lp``, its LP optimum (``inf`` if unsolved); ``dual``,
+    the integer search's dual bound; ``best``, the jobs of its best integer selection
+    (``selection``, job -> degree; 0 and empty when none was found); ``seconds`` both took;
+    ``interrupted``: Ctrl-C stopped the search."""
+
+    lp: float
+    dual: float
+    best: int
+    selection: dict[int, int]
+    seconds: float
+    interrupted: bool = False
+
+    @property
+    def bound(self) -> int:
+        """The proven bound on accepted jobs: the floor of the tighter of the two."""
+        return math.floor(min(self.lp, self.dual) + 1e-6)
+
+    @property
+    def proven(self) -> bool:
+        """Whether the relaxation's integer optimum is proven (its best selection meets the
+        bound)."""
+        return self.best == self.bound
+
+
+def solve_relaxation_fully(problem: OfflineProblem, time_limit: float | None = None,
+                           threads: int = 1, start: dict[int, int] | None = None
+                           ) -> RelaxationSolve:
+    """The worker-count relaxation's LP, then its integer optimum (or best dual bound) within
+    ``time_limit`` seconds for both, on ``threads`` HiGHS threads, the search started from
+    ``start`` (job -> degree), e.g. the degrees of a feasible schedule, which is a feasible
+    point of the relaxation (module doc): so its best selection is never below that schedule.
+    A job of ``start`` whose degree has no column is left out of the start. Unlike
+    :func:`solve_relaxation` the gap is closed to the last job (relative gap 0)."""
+    started = time.perf_counter()
+    groups = relaxation_columns(problem)
+    if not groups:
+        return RelaxationSolve(lp=0.0, dual=0.0, best=0, selection={}, seconds=0.0)
+    lp, keys, num_jobs = _relaxation_lp(problem, groups, integral=False)
+    interrupted = False
+    values: dict[str, float] = {}
+    selection: dict[int, int] = {}
+    for stage in ("lp", "mip"):
+        solver = highspy.Highs()
+        solver.setOptionValue("output_flag", False)
+        solver.setOptionValue("threads", int(threads))
+        solver.setOptionValue("mip_rel_gap", 0.0)
+        if time_limit is not None:
+            left = time_limit - (time.perf_counter() - started)
+            solver.setOptionValue("time_limit", max(0.1, left))
+        if stage == "mip":
+            lp.integrality_ = [highspy.HighsVarType.kInteger] * len(keys)
+        solver.passModel(lp)
+        if stage == "mip" and start:
+            column = {key: c for c, key in enumerate(keys)}
+            point = np.zeros(len(keys))
+            for job, degree in start.items():
+                if (job, degree) in column:
+                    point[column[job, degree]] = 1.0
+            guess = highspy.HighsSolution()
+            guess.col_value = point.tolist()
+            solver.setSolution(guess)
+        stop = threading.Event()
+
+        def interrupt(event, stop=stop) -> None:
+            if stop.is_set():
+                event.interrupt()
+
+        for callbacks in (solver.cbSimplexInterrupt, solver.cbIpmInterrupt,
+                          solver.cbMipInterrupt):
+            callbacks.subscribe(interrupt)
+        with c_stdout_silenced():
+            _, stopped = run_stoppable(solver.run, stop.set)
+        interrupted |= stopped
+        info = solver.getInfo()
+        if stage == "lp":
+            optimal = solver.getModelStatus() == highspy.HighsModelStatus.kOptimal
+            values["lp"] = info.objective_function_value if optimal else math.inf
+        else:
+            values["mip"] = info.mip_dual_bound
+            if info.primal_solution_status == 2:  # 2: a feasible integer solution exists
+                col = solver.getSolution().col_value
+                selection = {keys[c][0]: keys[c][1] for c in range(len(keys)) if col[c] > 0.5}
+        if interrupted:
+            break
+    dual = values.get("mip", math.inf)
+    if not math.isfinite(dual):  # stopped before any bound: every job with a degree may run
+        dual = float(num_jobs)
+    return RelaxationSolve(lp=values["lp"], dual=dual, best=len(selection), selection=selection,
+                           seconds=time.perf_counter() - started, interrupted=interrupted)
