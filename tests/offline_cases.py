@@ -54,3 +54,14 @@ def chain(rng, name: str, length: int) -> dict:
             "activation_bytes": rng.randrange(1, 10**8), "parameter_bytes": rng.randrange(0, 10**7)}
            for i in range(length)]
     return {"ops": ops, "deps": [[f"{name}{i}", f"{name}{i + 1}"] for i in range(length - 1)]}
+
+
+def random_arrivals(rng, most: int) -> list[dict]:
+    """7 to ``most`` jobs of graphs ``a`` and ``b``, arriving together or 10-60 ms apart, beta
+    uniform in 0.1-0.7, for random offline instances."""
+    t, jobs = 0.0, []
+    for i in range(rng.randint(7, most)):
+        t += rng.choice([0.0, 10.0, 30.0, 60.0])
+        jobs.append({"id": f"j{i}", "graph": rng.choice(["a", "b"]), "arrival_ms": t,
+                     "max_jct_fraction": round(rng.uniform(0.1, 0.7), 2)})
+    return jobs

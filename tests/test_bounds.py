@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from offline_cases import SMALL, chain, small_problem
+from offline_cases import SMALL, chain, random_arrivals, small_problem
 
 from pacopt.formulations.bound import solve_relaxation, solve_relaxation_fully
 from pacopt.formulations.cpsat import solve_cpsat
@@ -51,11 +51,7 @@ def exhaustive_optimum(problem) -> int:
 
 def random_instance(seed):
     rng = random.Random(seed)
-    t, jobs = 0.0, []
-    for i in range(rng.randint(7, 12)):
-        t += rng.choice([0.0, 10.0, 30.0, 60.0])
-        jobs.append({"id": f"j{i}", "graph": rng.choice(["a", "b"]), "arrival_ms": t,
-                     "max_jct_fraction": round(rng.uniform(0.1, 0.7), 2)})
+    jobs = random_arrivals(rng, 12)
     shape = SHAPES[seed % len(SHAPES)]
     data = {"cluster": dict(zip(("communication_groups", "racks_per_group", "servers_per_rack"),
                                 shape)),
@@ -64,7 +60,7 @@ def random_instance(seed):
             "graphs": {"a": chain(rng, "a", 3), "b": chain(rng, "b", 4)},
             "jobs": jobs}
     if seed % 3 == 0:
-        data["horizon_ms"] = t * 0.8
+        data["horizon_ms"] = jobs[-1]["arrival_ms"] * 0.8
     return instance_from_dict(data)
 
 

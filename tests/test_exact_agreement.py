@@ -4,7 +4,7 @@ optimum dominates every online heuristic on each (the bound the candidate set pr
 import random
 
 import pytest
-from offline_cases import chain
+from offline_cases import chain, random_arrivals
 
 from pacopt.formulations.cpsat import solve_cpsat
 from pacopt.formulations.milp import solve_milp
@@ -18,11 +18,7 @@ from pacopt.solvers.validate import find_problems
 
 def random_instance(seed):
     rng = random.Random(seed)
-    t, jobs = 0.0, []
-    for i in range(rng.randint(7, 11)):
-        t += rng.choice([0.0, 10.0, 30.0, 60.0])
-        jobs.append({"id": f"j{i}", "graph": rng.choice(["a", "b"]), "arrival_ms": t,
-                     "max_jct_fraction": round(rng.uniform(0.1, 0.7), 2)})
+    jobs = random_arrivals(rng, 11)
     return instance_from_dict({
         "cluster": {"communication_groups": 2, "racks_per_group": 2, "servers_per_rack": 2},
         "model": {"preset": rng.choice(["ddls", "physical"]), "max_partitions_per_op": 8,
