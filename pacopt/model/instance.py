@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import ConfigDict, Field, model_validator
 
 from pacopt.infra.errors import InputError
+from pacopt.model.datasets import find_pipedream
 from pacopt.model.graph import JobGraph, graph_from_dict
-from pacopt.model.graph_sources import find_pipedream
 from pacopt.model.input_spec import (
     MAX_BYTES,
     MAX_DEPS,
