@@ -10,9 +10,10 @@ offered load per server.
 Each run is its own process (``s``: the whole ``solve``, validation included; ``start``: of
 it, the start-up paid once per process, imports and checkpoints, measured as
 :func:`~pacopt.solvers.api.check_run` before the run; peak RSS is the process's
-``ru_maxrss`` plus its children's, the validator's helper (:mod:`pacopt.solvers.presimulate`);
-tables and the timing cache warm from a first run in a fresh cache folder, so the times are
-of a warm cache, as a user running a study sees them). Online methods play
+``ru_maxrss`` plus its children's, the validator's helper (:mod:`pacopt.solvers.presimulate`).
+Every point gets a fresh, empty cache folder (``PACOPT_CACHE_DIR``): an online method runs
+there twice, first cold (``cold s``, ``cold MB``: a user's first run, every step timing
+simulated) and then warm (``s``, ``MB``: as a user running a study sees it). Online methods play
 ``--jobs`` arrivals (2001); ``bound`` and ``cpsat`` (``--time-limit`` s, 2 threads) play
 ``--exact-jobs`` (300). Printed: time, peak
 memory, blocking; for the exact methods the incumbent and bound with the time each was first
@@ -72,7 +73,8 @@ def run_one(spec: dict) -> dict:
     """One run in this process (``--one``): the row of the table."""
     from pacopt.solvers.api import check_run, solve
 
-    inst = scaled_instance(spec["servers"], spec["jobs"], spec["preset"], spec.get("shape"))
+    inst = scaled_instance(spec["servers"], spec["jobs"], spec["preset"], spec.get("shape"),
+                           spec.get("max_degree"))
     started = time.perf_counter()
     check_run(inst, spec["method"], placement=spec["placer"])  # imports, checkpoints: once
     ready = time.perf_counter()
@@ -90,17 +92,21 @@ def run_one(spec: dict) -> dict:
     return row
 
 
-def measure(spec: dict, env: dict) -> dict:
-    """:func:`run_one` in a fresh process (twice for online methods: the first warms the
-    cache)."""
+def measure(spec: dict) -> dict:
+    """:func:`run_one` in a fresh process with a fresh, empty cache; an online method then
+    once more, warm (the row's ``cold_s`` and ``cold_mb`` are of the first run)."""
     command = [sys.executable, "-m", "benchmarks", "scale", "--one", json.dumps(spec)]
-    runs = 1 if spec["method"] in EXACT else 2
-    for _ in range(runs):
-        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT,
-                              check=False)
-    if done.returncode:
-        return {**spec, "error": done.stderr.strip().splitlines()[-1:]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    with tempfile.TemporaryDirectory(prefix="pacopt-scale-") as cache:
+        env = {**os.environ, "PACOPT_CACHE_DIR": cache}
+        cold = None
+        for _ in range(1 if spec["method"] in EXACT else 2):
+            done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT,
+                                  check=False)
+            if done.returncode:
+                return {**spec, "error": done.stderr.strip().splitlines()[-1:]}
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            cold = cold or row
+    return {**row, "cold_s": cold["seconds"], "cold_mb": cold["rss_mb"]}
 
 
 def exponent(sizes: list[int], seconds: list[float]) -> float:
@@ -158,6 +164,8 @@ def main() -> None:
     parser.add_argument("--servers-per-rack", type=int, choices=(4, 8), default=4,
                         help="8: the shapes with 8 servers per rack (4x1x8 ... 16x8x8; no plot "
                         "unless --plot)")
+    parser.add_argument("--max-degree", type=int, default=None, metavar="K",
+                        help="the model's max_partitions_per_op (default 16, the paper's)")
     add_out_argument(parser)
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -168,13 +176,15 @@ def main() -> None:
     sizes = args.sizes or ([32, 256, 1024] if args.quick else list(SHAPES))
     jobs, exact_jobs, limit = ((501, 100, 20.0) if args.quick
                                else (args.jobs, args.exact_jobs, args.time_limit))
-    env = {**os.environ, "PACOPT_CACHE_DIR": tempfile.mkdtemp(prefix="pacopt-scale-")}
     rows = []
-    print(f"{'method':34s} {'servers':>7s} {'shape':>8s} {'jobs':>5s} {'s':>7s} {'start':>6s} "
-          f"{'MB':>6s} {'blocking':>8s} {'acc':>5s} {'bound':>5s} {'inc@s':>6s} {'bnd@s':>6s}")
-    specs = [{"method": m, "placer": p, "preset": pr, "jobs": jobs} for m, p, pr in ONLINE]
+    print(f"{'method':34s} {'servers':>7s} {'shape':>8s} {'jobs':>5s} {'cold s':>7s} "
+          f"{'s':>7s} {'c/w':>5s} {'start':>6s} {'cold MB':>7s} {'MB':>6s} {'blocking':>8s} "
+          f"{'acc':>5s} {'bound':>5s} {'inc@s':>6s} {'bnd@s':>6s}")
+    degree = {"max_degree": args.max_degree} if args.max_degree else {}
+    specs = [{"method": m, "placer": p, "preset": pr, "jobs": jobs, **degree}
+             for m, p, pr in ONLINE]
     specs += [{"method": m, "placer": None, "preset": "ddls", "jobs": exact_jobs,
-               "time_limit": limit} for m in EXACT]
+               "time_limit": limit, **degree} for m in EXACT]
     if args.methods:
         specs = [spec for spec in specs if label(spec) in args.methods]
         if not specs:
@@ -182,7 +192,7 @@ def main() -> None:
     shapes = SHAPES_8 if args.servers_per_rack == 8 else SHAPES
     for spec in specs:
         for servers in sizes:
-            row = measure({**spec, "servers": servers, "shape": shapes[servers]}, env)
+            row = measure({**spec, "servers": servers, "shape": shapes[servers]})
             rows.append(row)
             shape = "x".join(map(str, shapes[servers]))
             if "error" in row:
@@ -190,8 +200,9 @@ def main() -> None:
                 continue
             fmt = lambda v: "-" if v is None else f"{v:.1f}"
             print(f"{label(row):34s} {servers:7d} {shape:>8s} {row['jobs']:5d} "
-                  f"{row['seconds']:7.2f} {row['startup_s']:6.2f} {row['rss_mb']:6.0f} "
-                  f"{row['blocking']:8.3f} "
+                  f"{row['cold_s']:7.2f} {row['seconds']:7.2f} "
+                  f"{row['cold_s'] / row['seconds']:5.2f} {row['startup_s']:6.2f} "
+                  f"{row['cold_mb']:7.0f} {row['rss_mb']:6.0f} {row['blocking']:8.3f} "
                   f"{row['accepted']:5d} {fmt(row['bound']):>5s} {fmt(row['incumbent_s']):>6s} "
                   f"{fmt(row['bound_s']):>6s}", flush=True)
     fits = {}
@@ -208,18 +219,26 @@ def main() -> None:
         plot(rows, fits, Path(path))
         print(f"plot: {path}")
     if args.out:
-        write_cost_curve(args.out, rows, sizes, shapes, jobs, exact_jobs, limit)
+        write_cost_curve(args.out, rows, sizes, shapes, jobs, exact_jobs, limit,
+                         args.max_degree)
 
 
 def write_cost_curve(path: Path, rows: list[dict], sizes: list[int], shapes: dict, jobs: int,
-                     exact_jobs: int, limit: float) -> None:
-    """The results data file of ``--out``: one row per method, its seconds per size."""
+                     exact_jobs: int, limit: float, max_degree: int | None = None) -> None:
+    """The results data file of ``--out``: one row per method, its seconds per size (warm),
+    and at the largest size cold and warm, their ratio and the memory of each."""
     table = []
     for name in dict.fromkeys(label(r) for r in rows):
         mine = {r["servers"]: r for r in rows if label(r) == name and "seconds" in r}
         exact = name in EXACT
         seconds = [f"{mine[s]['seconds']:.2f} s" if s in mine else None for s in sizes]
-        memory = round(mine[sizes[-1]]["rss_mb"]) if sizes[-1] in mine else None
+        top = mine.get(sizes[-1])
+        if top is None or exact:
+            cold = [None, None, None]
+        else:
+            cold = [f"{top['cold_s']:.2f} s", f"{top['cold_s'] / top['seconds']:.2f}",
+                    round(top["cold_mb"])]
+        memory = round(top["rss_mb"]) if top else None
         if exact:
             outcome = (" / ".join(str(mine[s]["accepted"]) if s in mine else "-" for s in sizes)
                        + " accepted, bound "
@@ -229,15 +248,19 @@ def write_cost_curve(path: Path, rows: list[dict], sizes: list[int], shapes: dic
         else:
             outcome = " / ".join(f"{mine[s]['blocking']:.3f}" if s in mine else "-"
                                  for s in sizes)
-        table.append([f"`{name}`", *seconds, memory, outcome])
+        table.append([f"`{name}`", *seconds, cold[0], cold[1], memory, cold[2], outcome])
+    largest = sizes[-1]
     write_results(
         path, f"Seconds per episode against cluster size ({jobs} jobs online"
-              + (f", {exact_jobs} exact)" if any(label(r) in EXACT for r in rows) else ")"),
-        ["method", f"{sizes[0]} servers", *map(str, sizes[1:]), f"MB at {sizes[-1]}",
-         "blocking at " + " / ".join(map(str, sizes))], table,
+              + (f", {exact_jobs} exact)" if any(label(r) in EXACT for r in rows) else ")")
+              + (f", degrees up to {max_degree}" if max_degree else ""),
+        ["method", f"{sizes[0]} servers", *map(str, sizes[1:]), f"cold at {largest}",
+         "cold / warm", f"MB at {largest}", "cold MB", "blocking at " + " / ".join(map(str, sizes))],
+        table,
         notes="The paper's workload (beta A, held-out seed 10000) on "
               + ", ".join("x".join(map(str, shapes[s])) for s in sizes)
-              + ", jobs 1000 x 32 / servers ms apart, no horizon; validation included.")
+              + ", jobs 1000 x 32 / servers ms apart, no horizon; validation included. Seconds "
+              "and MB are of a warm cache; cold: the first run in an empty cache folder.")
 
 
 if __name__ == "__main__":

@@ -164,14 +164,17 @@ SHAPES_8 = {32: (4, 1, 8), 64: (4, 2, 8), 128: (4, 4, 8), 256: (8, 4, 8), 512: (
 
 
 def scaled_instance(servers: int, jobs: int, preset: str,
-                    shape: tuple[int, int, int] | None = None):
+                    shape: tuple[int, int, int] | None = None, max_degree: int | None = None):
     """The paper's workload scaled to the cluster of ``servers`` (``shape``: another RAMP shape
     of that size than :data:`SHAPES`'): beta A, held-out seed 10000, jobs ``1000 x 32 /
-    servers`` ms apart, no horizon, so every size sees the same offered load per server."""
+    servers`` ms apart, no horizon, so every size sees the same offered load per server.
+    ``max_degree``: the model's ``max_partitions_per_op`` (default the model's, 16)."""
     from pacopt.model.instance import instance_from_dict
 
     data = on_cluster(paper_instance_dict("A", HELD_OUT_SEEDS[0], jobs, preset, horizon_ms=None),
                       tuple(shape or SHAPES[servers]))
+    if max_degree is not None:
+        data["model"]["max_partitions_per_op"] = max_degree
     return instance_from_dict(data, source=f"scale-{servers}")
 
 

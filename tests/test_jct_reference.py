@@ -2,13 +2,16 @@
 
 import dataclasses
 import math
+from collections import Counter
+
+import numpy as np
 
 import pytest
 
 from pacopt.model.communication import all_reduce_seconds, one_to_one_seconds
 from pacopt.model.first_fit import first_fit
 from pacopt.model.jct import JctModel
-from pacopt.model.partition import DATA, SYNC, op_counts, partition
+from pacopt.model.partition import DATA, FANOUT, PAIR, SYNC, op_counts, partition
 from pacopt.model.pipedream import PAPER_GRAPHS, read_pipedream
 from pacopt.model.settings import ModelSettings
 from pacopt.model.step import simulate_step
@@ -71,11 +74,12 @@ def _reference_sized(job):
     n = graph.num_ops
     mem = [op.memory_bytes for op in graph.ops]
     data = [d for d in range(job.num_deps) if job.dep_kind[d] == DATA]
-    src = [job.dep_src[d] for d in data]
-    dst = [job.dep_dst[d] for d in data]
+    assert data == list(range(len(data)))  # data dependencies come first
+    src = [int(job.dep_src[d]) for d in data]
+    dst = [int(job.dep_dst[d]) for d in data]
     size = []
     for s, t in zip(src, dst):
-        a, b = job.sub_op[s], job.sub_op[t]
+        a, b = int(job.sub_op[s]), int(job.sub_op[t])
         pa, pb = counts[a % n], counts[b % n]
         if pa == 1 and pb == 1:
             size.append(mem[a % n])
@@ -87,20 +91,30 @@ def _reference_sized(job):
             first = min((a % n, a >= n, a), (b % n, b >= n, b))[2]
             size.append(mem[first % n] / (pa * pb))
     kind = [DATA] * len(src)
-    groups = [g for g in job.groups if g[0] != "pair"]
+    keep = job.group_kind != PAIR
+    renumber = np.cumsum(keep) - 1
+    kinds = job.group_kind[keep].tolist()
+    linked = keep[job.member_group]
+    groups = renumber[job.member_group[linked]].tolist()
+    members = job.member_dep[linked].tolist()
     for k in range(n):
         p = counts[k]
         for i in range(p if p > 1 else 0):
             for j in range(i + 1, p):
                 first = len(src)
-                a, b = job.offsets[n + k] + i, job.offsets[n + k] + j
+                a, b = int(job.offsets[n + k]) + i, int(job.offsets[n + k]) + j
                 src += [a, b]
                 dst += [b, a]
                 kind += [SYNC, SYNC]
                 size += [mem[k] / p] * 2
-                groups.append(("pair", (first, first + 1)))
-    return dataclasses.replace(job, dep_src=tuple(src), dep_dst=tuple(dst), dep_kind=tuple(kind),
-                               dep_size=tuple(size), groups=tuple(groups))
+                groups += [len(kinds)] * 2
+                members += [first, first + 1]
+                kinds.append(PAIR)
+    return dataclasses.replace(
+        job, dep_src=np.array(src, np.int32), dep_dst=np.array(dst, np.int32),
+        dep_kind=np.array(kind, np.int8), dep_size=np.array(size, float),
+        group_kind=np.array(kinds, np.int8), member_group=np.array(groups, np.int32),
+        member_dep=np.array(members, np.int32))
 
 
 @pytest.mark.parametrize("degree", [1, 4, 6, 8, 16])
@@ -127,22 +141,42 @@ def test_partitioned_alexnet_sizes(pipedream_dir):
 
 
 @pytest.mark.parametrize("name", PAPER_GRAPHS)
-def test_partition_fills_what_the_simulation_reads_as_a_rebuilt_job_derives_it(pipedream_dir,
-                                                                                name):
-    """``partition`` knows each sub-op's leaving dependencies, in-degrees and group totals and
-    ends from the structure it builds; the same job rebuilt field by field derives them from its
-    dependencies, and both must agree (as multisets for the ends)."""
+def test_partition_derives_what_the_simulation_reads(pipedream_dir, name):
+    """What the step simulation reads besides the arrays, read off the dependencies one by one:
+    each sub-op's leaving dependencies, its data in-degree, each group's bytes (``math.fsum``
+    to the bit), the group that times each dependency (its last), and the groups themselves:
+    every dependency in one, a sync pair's two in one ``PAIR`` group of their own, the join
+    edge's sub-edges in two."""
     graph = read_pipedream(pipedream_dir / f"{name}.txt")
-    for p in (1, 2, 3, 6, 16, 32):
-        built = partition(graph, op_counts(graph, p, 0.01))
-        rebuilt = dataclasses.replace(built)
-        assert "leaving" not in rebuilt.__dict__
-        assert built.leaving == rebuilt.leaving
-        assert built.data_in_degree == rebuilt.data_in_degree
-        assert [x.hex() for x in built.group_bytes] == [x.hex() for x in rebuilt.group_bytes]
-        assert [e and [dict(side) for side in e] for e in built.group_ends] == [
-            e and [dict(side) for side in e] for e in rebuilt.group_ends]
-        assert any(e is not None for e in built.group_ends) == (p > 1)
+    for p in (1, 2, 3, 6, 16):
+        job = partition(graph, op_counts(graph, p, 0.01))
+        start, leave = job.leaving
+        for s in range(job.num_sub_ops):
+            assert leave[start[s]:start[s + 1]].tolist() == np.flatnonzero(job.dep_src == s).tolist()
+        waits = [0] * job.num_sub_ops
+        for k, t in zip(job.dep_kind.tolist(), job.dep_dst.tolist()):
+            waits[t] += k == DATA
+        assert job.data_in_degree.tolist() == waits
+        members: dict[int, list[int]] = {}
+        for g, d in zip(job.member_group.tolist(), job.member_dep.tolist()):
+            members.setdefault(g, []).append(d)
+        assert sorted(members) == list(range(job.num_groups))
+        assert [x.hex() for x in job.group_bytes.tolist()] == [
+            math.fsum(job.dep_size[members[g]].tolist()).hex() for g in range(job.num_groups)]
+        last = {}
+        for g in range(job.num_groups):
+            for d in members[g]:
+                last[d] = g
+        assert job.dep_group.tolist() == [last[d] for d in range(job.num_deps)]
+        twice = {d for d, m in Counter(job.member_dep.tolist()).items() if m == 2}
+        n, join = graph.num_ops, graph.join
+        assert twice == {d for d in range(job.num_deps) if job.sub_op[job.dep_src[d]] == join
+                         and job.sub_op[job.dep_dst[d]] == n + join}
+        for g in np.flatnonzero(job.group_kind == PAIR).tolist():
+            a, b = members[g]
+            assert (job.dep_kind[a], job.dep_kind[b]) == (SYNC, SYNC)
+            assert (job.dep_src[a], job.dep_dst[a]) == (job.dep_dst[b], job.dep_src[b])
+        assert (job.group_kind == FANOUT).any() == (p > 1)
 
 
 def test_partition_counts_follow_the_quantum_rule(pipedream_dir):

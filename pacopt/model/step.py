@@ -23,16 +23,21 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import defaultdict
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
 from pacopt.model.communication import one_to_one_seconds, spread, spread_all_reduce_seconds
 from pacopt.model.first_fit import Placement
-from pacopt.model.partition import DATA, PartitionedJob
+from pacopt.model.partition import PartitionedJob
 from pacopt.model.settings import ModelSettings
 from pacopt.model.topology import RampCluster
+
+try:  # the event loop compiled (``_step_loop.c``, built with the package); the same bits
+    from pacopt.model import _step_loop as _compiled
+except ImportError:  # pragma: no cover - a checkout whose extension is not built
+    _compiled = None
 
 
 @dataclass(frozen=True)
@@ -43,59 +48,74 @@ class StepTiming:
     exposed_comm_ms: float  # time in which flows were in flight and no worker was computing
 
 
-def dependency_times(job: PartitionedJob, servers: list[int], cluster: RampCluster,
-                     settings: ModelSettings) -> list[float]:
-    """Run time (ms, before same-server zeroing) of every dependency for sub-op ``servers``."""
+def dependency_times(job: PartitionedJob, servers: np.ndarray, cluster: RampCluster,
+                     settings: ModelSettings) -> np.ndarray:
+    """Run time (ms) of every dependency between different servers, sub-op ``s`` being on
+    ``servers[s]`` (a dependency within a server takes no time; its entry is immaterial)."""
+    used, worker = np.unique(servers, return_inverse=True)
+    return _times(job, used, worker[job.dep_src], worker[job.dep_dst], cluster, settings)
+
+
+def _times(job: PartitionedJob, used: np.ndarray, x: np.ndarray, y: np.ndarray,
+           cluster: RampCluster, settings: ModelSettings) -> np.ndarray:
+    """:func:`dependency_times`, each dependency's ends given as indices ``x``, ``y`` into the
+    job's servers ``used``."""
     physical = settings.preset == "physical"
     scale = settings.comm_scale
-    src, dst, size = job.dep_src, job.dep_dst, job.dep_size
-    times = [0.0] * job.num_deps
-    spans: dict[tuple[int, ...], tuple[int, int, int]] = {}  # the same servers recur
-    collectives: dict[tuple, float] = {}  # (bytes, span) -> ms
-    singles: dict[float, float] = {}  # bytes -> ms of a one-to-one transfer
-    for (kind, deps), total, ends in zip(job.groups, job.group_bytes, job.group_ends):
-        if kind == "pair":
-            a, b = servers[src[deps[0]]], servers[src[deps[1]]]
-            key = (a,) if a == b else (a, b) if a < b else (b, a)
-        elif kind == "fanout":
-            sources = _servers_counted(ends[0], servers)
-            if sources != _servers_counted(ends[1], servers):
-                key = None  # not the same servers both ways: one-to-one transfers
-            else:
-                key = tuple(sorted(sources))
-        else:
-            key = None
-        if key is not None:
-            span = spans.get(key)
-            if span is None:
-                span = spans[key] = spread(set(key), cluster)
-            if len(key) == 1 or total <= 0:  # one server: no collective
-                t = 0.0
-            elif (total, span) in collectives:  # e.g. a split op's sync pairs
-                t = collectives[total, span]
-            else:
-                t = collectives[total, span] = scale * spread_all_reduce_seconds(
-                    total, span, cluster, physical)
-            for d in deps:
-                times[d] = t
-            continue
-        for d in deps:
-            if servers[src[d]] != servers[dst[d]]:
-                nbytes = size[d]
-                t = singles.get(nbytes)
-                if t is None:
-                    t = singles[nbytes] = scale * one_to_one_seconds(nbytes, cluster)
-                times[d] = t
+    group = job.dep_group
+    total = job.group_bytes
+    group_time = np.zeros(job.num_groups)  # the collectives' times
+    collective = np.zeros(job.num_groups, dtype=bool)
+    known: dict[tuple, float] = {}  # (bytes, span) -> ms
+
+    def timed(nbytes: float, span: tuple[int, int, int]) -> float:
+        t = known.get((nbytes, span))
+        if t is None:
+            t = known[nbytes, span] = scale * spread_all_reduce_seconds(
+                nbytes, span, cluster, physical)
+        return t
+
+    # Fanouts whose sources and destinations lie on the same servers, as multisets: one
+    # collective over those servers.
+    fanouts, rows, deps = job.fanout_members
+    if len(fanouts):
+        width = len(used)
+        size = len(fanouts) * width
+        sources = np.bincount(rows * width + x[deps], minlength=size).reshape(-1, width)
+        targets = np.bincount(rows * width + y[deps], minlength=size).reshape(-1, width)
+        for i in np.flatnonzero((sources == targets).all(axis=1)).tolist():
+            g = int(fanouts[i])
+            collective[g] = True
+            on = used[sources[i] > 0].tolist()
+            nbytes = float(total[g])
+            if len(on) > 1 and nbytes > 0:
+                group_time[g] = timed(nbytes, spread(set(on), cluster))
+
+    # Sync pairs: a collective over their two servers.
+    pairs, first = job.pair_groups
+    if len(pairs):
+        collective[pairs] = True
+        a, b = used[x[first]], used[y[first]]
+        live = (a != b) & (total[pairs] > 0)
+        coords = cluster.coords_array
+        code = (coords[a[live]] != coords[b[live]]) @ np.array([4, 2, 1])  # groups, racks, slots
+        nbytes, which = np.unique(total[pairs[live]], return_inverse=True)
+        combos = which * 8 + code
+        seen = np.zeros(8 * len(nbytes), dtype=bool)
+        seen[combos] = True
+        values = np.zeros(len(seen))
+        for c in np.flatnonzero(seen).tolist():
+            values[c] = timed(float(nbytes[c // 8]), (1 + (c >> 2 & 1), 1 + (c >> 1 & 1),
+                                                       1 + (c & 1)))
+        group_time[pairs[live]] = values[combos]
+
+    times = group_time[group]
+    # Everything else between two servers: one-to-one transfers.
+    single = ~collective[group] & (x != y)
+    sizes, index = job.size_table
+    one = np.array([scale * one_to_one_seconds(b, cluster) for b in sizes.tolist()])
+    times[single] = one[index[single]]
     return times
-
-
-def _servers_counted(subs: dict[int, int], servers: list[int]) -> dict[int, int]:
-    """The servers of sub-ops given with multiplicities, with theirs summed."""
-    out: dict[int, int] = {}
-    for sub, m in subs.items():
-        server = servers[sub]
-        out[server] = out.get(server, 0) + m
-    return out
 
 
 def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluster,
@@ -103,48 +123,62 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
     """Simulate one training step of ``job`` placed as ``placement``."""
     n = job.graph.num_ops
     blocks = placement.blocks
-    servers = [blocks[o % n].servers[j] for o, j in zip(job.sub_op, job.sub_slot)]
-    dep_ms = dependency_times(job, servers, cluster, settings)
-    dst, kind = job.dep_dst, job.dep_kind
-    num_deps, num_subs = job.num_deps, job.num_sub_ops
+    servers = np.fromiter(chain.from_iterable(
+        blocks[o % n].servers[:p] for o, p in enumerate(job.counts * 2)),
+        dtype=np.int64, count=job.num_sub_ops)
+    used, worker = np.unique(servers, return_inverse=True)  # the job's servers, numbered densely
+    worker = worker.astype(np.int32)
+    x, y = worker[job.dep_src], worker[job.dep_dst]
+    dep_ms = _times(job, used, x, y, cluster, settings)
+    # Flows (cross-server, non-zero time) by channel (source and target server, numbered
+    # densely); -1 for the other dependencies.
+    flows = (dep_ms > 0) & job.sized & (x != y)
+    codes = x[flows].astype(np.int64) * len(used) + y[flows]
+    present = np.zeros(len(used) ** 2, dtype=bool)
+    present[codes] = True
+    dense = np.cumsum(present, dtype=np.int64) - 1
+    channel = np.full(job.num_deps, -1, dtype=np.int32)
+    channel[flows] = dense[codes]
+    start, leave = job.leaving
+    args = (job.num_sub_ops, job.num_deps, len(used), int(present.sum()), worker,
+            job.sub_compute, job.sub_priority, job.data_in_degree, start, leave, dep_ms, channel,
+            job.dep_dst, job.is_data)
+    try:
+        step_ms, exposed = (_compiled.simulate if _compiled is not None else _loop_python)(*args)
+    except RuntimeError:
+        raise RuntimeError(f"step simulation of '{job.graph.name}' is stuck") from None
+    return StepTiming(step_ms=step_ms, exposed_comm_ms=exposed)
 
-    # Flows (cross-server, non-zero time) by channel (source * width + target server); -1 for
-    # the other dependencies. Found for all the dependencies at once: thousands of them.
-    width = cluster.num_servers
-    at = np.array(servers, dtype=np.int64)
-    sources, targets, sized = job.dep_arrays
-    x, y = at[sources], at[targets]
-    ms = np.array(dep_ms, dtype=float)
-    channel_of = np.where((ms > 0) & sized & (x != y), x * width + y, -1).tolist()
 
-    # Static op priority on a worker: smaller compute first, then later allocation first.
-    alloc = job.sub_priority
-    compute = job.sub_compute
-
-    out = job.leaving
-    pending = list(job.data_in_degree)
-
+def _loop_python(num_subs: int, num_deps: int, num_workers: int, num_channels: int,
+                 worker, compute, alloc, in_degree, leave_start, leave, dep_ms, channel, dst,
+                 is_data) -> tuple[float, float]:
+    """The event loop (module doc): the specification of the compiled one
+    (``_step_loop.c``), which gives the same bits; used where it is not built."""
+    # A channel's flows by (ms, -dep), packed in one int: cheaper to compare and keep than a tuple.
+    rank = np.unique(dep_ms, return_inverse=True)[1].astype(np.int64)
+    key = (rank * num_deps - np.arange(num_deps)).tolist()
+    worker, compute, dep_ms, channel = (a.tolist() for a in (worker, compute, dep_ms, channel))
+    alloc, dst, is_data, start, leave = (a.tolist() for a in (alloc, dst, is_data, leave_start,
+                                                              leave))
+    pending = in_degree.tolist()
     heappush, heappop = heapq.heappush, heapq.heappop
     rem = list(compute)
     queues: dict[int, list] = {}          # worker -> heap of ready sub-ops
     for s in range(num_subs):
         if pending[s] == 0:
-            heappush(queues.setdefault(servers[s], []), (compute[s], -alloc[s], s))
-
+            heappush(queues.setdefault(worker[s], []), (compute[s], -alloc[s], s))
     instant: list[int] = []               # ready dependencies that take no time
     done = [False] * num_deps
     in_flight: list = []                  # heap of the finish times of ready flows
     due: dict[float, list[int]] = {}      # finish time -> the flows finishing then
-    # channel -> heap of its ready flows by (ms, -dep): the first wins (ties: the later
-    # dependency); finished flows leave it lazily, when they reach its top. The pair is packed
-    # in one int (``key``), cheaper to compare and to keep than a tuple.
-    channel_heap: defaultdict[int, list] = defaultdict(list)
-    rank = np.unique(ms, return_inverse=True)[1]  # of each time among the distinct ones
-    key = (rank * num_deps - np.arange(num_deps)).tolist()
+    # channel -> heap of its ready flows' keys: the first leads; finished flows leave it
+    # lazily, when they reach its top
+    channel_heap: list[list] = [[] for _ in range(num_channels)]
 
     def leads(d: int) -> bool:
-        """Whether flow ``d`` (ready, not done) is the highest-priority flow of its channel."""
-        heap = channel_heap[channel_of[d]]
+        """Whether flow ``d`` (ready, not done) is the first of its channel."""
+        heap = channel_heap[channel[d]]
         while done[-heap[0] % num_deps]:
             heappop(heap)
         return heap[0] == key[d]
@@ -152,7 +186,6 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
     t = 0.0
     exposed = 0.0
     remaining = num_subs + num_deps
-
     while remaining:
         running = [(w, q[0][2]) for w, q in queues.items() if q]
         op_min = min((rem[s] for _, s in running), default=math.inf)
@@ -168,7 +201,7 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
                 comm_min = fin - t
             tick = min(op_min, comm_min)
             if tick == math.inf:
-                raise RuntimeError(f"step simulation of '{job.graph.name}' is stuck at t={t}")
+                raise RuntimeError("stuck")
             if not running and in_flight:
                 exposed += tick
         finished_ops = []
@@ -190,9 +223,9 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
         remaining -= len(finished_ops) + len(finished_deps)
         last = None
         for s in finished_ops:  # release their dependencies
-            for d in out[s]:
-                channel = channel_of[d]
-                if channel < 0:
+            for d in leave[start[s]:start[s + 1]]:
+                c = channel[d]
+                if c < 0:
                     instant.append(d)
                     continue
                 fin = t + dep_ms[d]
@@ -203,13 +236,13 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
                         heappush(in_flight, fin)
                     last = fin
                 together.append(d)
-                heappush(channel_heap[channel], key[d])
+                heappush(channel_heap[c], key[d])
         for d in finished_deps:
             done[d] = True
-            if kind[d] == DATA:
+            if is_data[d]:
                 child = dst[d]
                 pending[child] -= 1
                 if pending[child] == 0:
-                    heappush(queues.setdefault(servers[child], []),
-                                   (compute[child], -alloc[child], child))
-    return StepTiming(step_ms=t, exposed_comm_ms=exposed)
+                    heappush(queues.setdefault(worker[child], []),
+                             (compute[child], -alloc[child], child))
+    return t, exposed

@@ -109,6 +109,13 @@ class RampCluster:
         return tuple((c, r, s) for c in range(self.communication_groups)
                      for r in range(self.racks_per_group) for s in range(self.servers_per_rack))
 
+    @cached_property
+    def coords_array(self) -> np.ndarray:
+        """:attr:`coords` as an (servers, 3) integer array (read only)."""
+        coords = np.array(self.coords, dtype=np.int64).reshape(-1, 3)
+        coords.flags.writeable = False
+        return coords
+
     def server_name(self, index: int) -> str:
         return "-".join(map(str, self.coords[index]))
 
