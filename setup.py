@@ -9,5 +9,5 @@ from setuptools import Extension, setup
 # no fused multiply-add: the compiled loop must give the Python loop's bits
 FLAGS = [] if sys.platform == "win32" else ["-O2", "-ffp-contract=off"]
 
-setup(ext_modules=[Extension("pacopt.model._step_loop", ["pacopt/model/_step_loop.c"],
+setup(ext_modules=[Extension("pacopt.model.step_loop", ["pacopt/model/step_loop.c"],
                              extra_compile_args=FLAGS, optional=True)])

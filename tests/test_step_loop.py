@@ -1,6 +1,6 @@
 """The step simulation's compiled event loop gives the Python loop's bits (``pacopt.model.step``).
 
-The Python loop is the specification; the compiled one (``_step_loop.c``) runs wherever the
+The Python loop is the specification; the compiled one (``step_loop.c``) runs wherever the
 package was built with a C compiler, as every install from the README is. Random graphs with
 coarse times and sizes make ties (between sub-ops, flows and channels) common.
 """
@@ -49,7 +49,7 @@ def _random_case(seed: int):
 
 def test_the_compiled_loop_is_built():
     """An install from the README builds it; without it the step simulation is many times slower."""
-    assert step._compiled is not None, "pacopt/model/_step_loop.c was not built (pip install -e .)"
+    assert step._compiled is not None, "pacopt/model/step_loop.c was not built (pip install -e .)"
 
 
 @settings(max_examples=150, deadline=None)

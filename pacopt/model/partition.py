@@ -205,8 +205,8 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     ends = np.cumsum(lengths)
     out = np.ones(total, dtype=np.int64)
-    out[0] = starts[0]
     nonempty = lengths > 0
+    out[0] = starts[nonempty][0]
     firsts = (ends - lengths)[nonempty][1:]
     # each range starts where the previous one's last value + 1 would have been
     prev_last = (starts + lengths - 1)[nonempty][:-1]

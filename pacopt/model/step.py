@@ -34,8 +34,8 @@ from pacopt.model.partition import PartitionedJob
 from pacopt.model.settings import ModelSettings
 from pacopt.model.topology import RampCluster
 
-try:  # the event loop compiled (``_step_loop.c``, built with the package); the same bits
-    from pacopt.model import _step_loop as _compiled
+try:  # the event loop compiled (``step_loop.c``, built with the package); the same bits
+    from pacopt.model import step_loop as _compiled
 except ImportError:  # pragma: no cover - a checkout whose extension is not built
     _compiled = None
 
@@ -48,18 +48,11 @@ class StepTiming:
     exposed_comm_ms: float  # time in which flows were in flight and no worker was computing
 
 
-def dependency_times(job: PartitionedJob, servers: np.ndarray, cluster: RampCluster,
-                     settings: ModelSettings) -> np.ndarray:
-    """Run time (ms) of every dependency between different servers, sub-op ``s`` being on
-    ``servers[s]`` (a dependency within a server takes no time; its entry is immaterial)."""
-    used, worker = np.unique(servers, return_inverse=True)
-    return _times(job, used, worker[job.dep_src], worker[job.dep_dst], cluster, settings)
-
-
-def _times(job: PartitionedJob, used: np.ndarray, x: np.ndarray, y: np.ndarray,
-           cluster: RampCluster, settings: ModelSettings) -> np.ndarray:
-    """:func:`dependency_times`, each dependency's ends given as indices ``x``, ``y`` into the
-    job's servers ``used``."""
+def dependency_times(job: PartitionedJob, used: np.ndarray, x: np.ndarray, y: np.ndarray,
+                     cluster: RampCluster, settings: ModelSettings) -> np.ndarray:
+    """Run time (ms) of every dependency between different servers, its source and target
+    sub-ops being on servers ``used[x[d]]`` and ``used[y[d]]`` (the job's servers numbered
+    densely). A dependency within a server takes no time; its entry is immaterial."""
     physical = settings.preset == "physical"
     scale = settings.comm_scale
     group = job.dep_group
@@ -129,7 +122,7 @@ def simulate_step(job: PartitionedJob, placement: Placement, cluster: RampCluste
     used, worker = np.unique(servers, return_inverse=True)  # the job's servers, numbered densely
     worker = worker.astype(np.int32)
     x, y = worker[job.dep_src], worker[job.dep_dst]
-    dep_ms = _times(job, used, x, y, cluster, settings)
+    dep_ms = dependency_times(job, used, x, y, cluster, settings)
     # Flows (cross-server, non-zero time) by channel (source and target server, numbered
     # densely); -1 for the other dependencies.
     flows = (dep_ms > 0) & job.sized & (x != y)
@@ -154,7 +147,7 @@ def _loop_python(num_subs: int, num_deps: int, num_workers: int, num_channels: i
                  worker, compute, alloc, in_degree, leave_start, leave, dep_ms, channel, dst,
                  is_data) -> tuple[float, float]:
     """The event loop (module doc): the specification of the compiled one
-    (``_step_loop.c``), which gives the same bits; used where it is not built."""
+    (``step_loop.c``), which gives the same bits; used where it is not built."""
     # A channel's flows by (ms, -dep), packed in one int: cheaper to compare and keep than a tuple.
     rank = np.unique(dep_ms, return_inverse=True)[1].astype(np.int64)
     key = (rank * num_deps - np.arange(num_deps)).tolist()

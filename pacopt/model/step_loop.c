@@ -336,7 +336,7 @@ static PyMethodDef methods[] = {
      "leave, dep_ms, channel, dst, is_data) -> (step_ms, exposed_comm_ms)"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_step_loop",
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "step_loop",
                                     "The step simulation's event loop, compiled.", -1, methods};
 
-PyMODINIT_FUNC PyInit__step_loop(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit_step_loop(void) { return PyModule_Create(&module); }
