@@ -192,7 +192,7 @@ def partition(graph: JobGraph, counts: tuple[int, ...]) -> PartitionedJob:
     with _partitions_lock:
         job = _partitions.get(key)
     if job is None:
-        job = _build(graph, tuple(counts))
+        job = _build(*key)
         with _partitions_lock:
             _partitions.put(key, job)
     return job
@@ -262,10 +262,9 @@ def _build(graph: JobGraph, counts: tuple[int, ...]) -> PartitionedJob:
     kinds: list[int] = []          # per run of groups: kind, how many
     kind_runs: list[int] = []
     totals: list[float] = []       # per group: its bytes, exactly math.fsum of its members'
-    total_runs: list[int] = []
     runs: list[tuple[int, int, int, int]] = []  # memberships: (first dep, deps, group, pairs?)
-    table = list(share)            # the distinct sizes, links' then shards'
-    table_runs = list(sizes)
+    table = list(share)            # the sizes, each link's then each shard's, and how many
+    table_runs = list(sizes)       # dependencies carry each
     sync_src: list[np.ndarray] = []
     sync_dst: list[np.ndarray] = []
     first = num_data
@@ -279,7 +278,6 @@ def _build(graph: JobGraph, counts: tuple[int, ...]) -> PartitionedJob:
                 # the exact sum rounded once: one rounded product for a single link
                 totals.append(share[side[0]] * sizes[side[0]] if len(side) == 1 else
                               float(sum(Fraction(share[i]) * sizes[i] for i in side)))
-                total_runs.append(1)
         p = counts[k]
         shard = graph.ops[k].parameter_bytes / p
         if p > 1 and shard > 0:
@@ -292,7 +290,6 @@ def _build(graph: JobGraph, counts: tuple[int, ...]) -> PartitionedJob:
             kinds.append(PAIR)
             kind_runs.append(pairs)
             totals += [2 * shard] * pairs  # math.fsum of two equal sizes
-            total_runs += [1] * pairs
             table.append(shard)
             table_runs.append(len(src))
             first += len(src)
@@ -303,14 +300,11 @@ def _build(graph: JobGraph, counts: tuple[int, ...]) -> PartitionedJob:
     in_run = np.arange(len(member_dep)) - np.repeat(np.cumsum(run_deps) - run_deps, run_deps)
     member_group = np.repeat(run_group, run_deps) + np.repeat(run_pairs, run_deps) * (in_run // 2)
 
-    def joined(parts: list, head: np.ndarray, dtype) -> np.ndarray:
-        return np.concatenate([head, *parts]).astype(dtype) if parts else head.astype(dtype)
-
     dep_size = np.repeat(np.array(table, dtype=float), table_runs)
     job = PartitionedJob(graph=graph, counts=counts, offsets=offsets, sub_compute=sub_compute,
                          sub_op=sub_op, sub_slot=sub_slot,
-                         dep_src=joined(sync_src, data_src, np.int32),
-                         dep_dst=joined(sync_dst, data_dst, np.int32),
+                         dep_src=np.concatenate([data_src, *sync_src]).astype(np.int32),
+                         dep_dst=np.concatenate([data_dst, *sync_dst]).astype(np.int32),
                          dep_kind=np.concatenate([np.full(num_data, DATA, np.int8),
                                                   np.full(num_sync, SYNC, np.int8)]),
                          dep_size=dep_size,
