@@ -260,7 +260,9 @@ def write_cost_curve(path: Path, rows: list[dict], sizes: list[int], shapes: dic
         notes="The paper's workload (beta A, held-out seed 10000) on "
               + ", ".join("x".join(map(str, shapes[s])) for s in sizes)
               + ", jobs 1000 x 32 / servers ms apart, no horizon; validation included. Seconds "
-              "and MB are of a warm cache; cold: the first run in an empty cache folder.")
+              "and MB are of a warm cache; cold: the first run in an empty cache folder."
+              + (f" Degrees up to {max_degree} (model.max_partitions_per_op)." if max_degree
+                 else ""))
 
 
 if __name__ == "__main__":

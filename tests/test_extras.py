@@ -5,6 +5,7 @@ shipped agents' exports that let the core play ``pac-ml`` without torch."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -232,5 +233,18 @@ def test_the_shipped_exports_are_what_todays_code_makes(pipedream_dir, tmp_path,
         made = read_shipped_export(str(copy))
         assert set(made) == set(shipped)
         for key in made:
-            if key != "info":
+            if key == "compiled":
+                assert _script(made[key]) == _script(shipped[key]), path.name
+            elif key != "info":
                 assert np.array_equal(made[key], shipped[key]), (path.name, key)
+
+
+def _script(compiled: np.ndarray) -> dict[str, bytes]:
+    """A compiled network's parameters and buffers (its code's names depend on what else the
+    process compiled, its debug tables name temporary files, its serialisation id is random)."""
+    import torch
+
+    from pacopt.learned.player import _quietly
+
+    module = _quietly(torch.jit.load, io.BytesIO(compiled.tobytes()), map_location="cpu")
+    return {name: value.numpy().tobytes() for name, value in module.state_dict().items()}

@@ -6,12 +6,18 @@ import signal
 import threading
 import time
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pacopt.formulations.bound import solve_relaxation, worker_count_bound
 from pacopt.formulations.offline import (
+    ColumnSet,
     build_problem,
+    conflict_rows_of,
     footprints,
+    maximal_cliques,
     objective,
     to_solution,
 )
@@ -22,6 +28,7 @@ from pacopt.model.instance import instance_from_dict
 from pacopt.model.partition import op_counts
 from pacopt.model.pipedream import PAPER_GRAPHS, read_pipedream
 from pacopt.model.simulator import simulate
+from pacopt.model.state import EPS_MS
 from pacopt.model.topology import RampCluster
 from pacopt.online.policies import make_policy
 from pacopt.solvers.validate import find_problems
@@ -105,6 +112,52 @@ def test_rows_are_exactly_the_conflicts(pipedream_dir):
         overlap = oa.start_ms < ob.end_ms - 1e-7 and ob.start_ms < oa.end_ms - 1e-7
         conflict = overlap and oa.mask & ob.mask
         assert bool(conflict) == ((a, b) in together), (a, b)
+
+
+def _cliques_by_definition(intervals):
+    """The columns running (by start, then index) at each maximal instant: a start after which
+    something running ends before the next start, and the last start."""
+    starts = sorted({start for start, _ in intervals})
+    cliques = []
+    for i, t in enumerate(starts):
+        active = sorted((k for k, (a, b) in enumerate(intervals) if a <= t and b > t + EPS_MS),
+                        key=lambda k: intervals[k][0])
+        following = starts[i + 1] if i + 1 < len(starts) else None
+        if following is None or any(intervals[k][1] <= following + EPS_MS for k in active):
+            cliques.append(active)
+    return cliques
+
+
+def _rows_by_definition(intervals, jobs, servers):
+    """Conflict rows one column and server at a time: at each maximal instant, per server
+    ascending, the columns running there that use it, when of two jobs or more, each row once."""
+    rows = []
+    for active in _cliques_by_definition(intervals):
+        for server in sorted({v for k in active for v in servers[k]}):
+            row = [k for k in active if server in servers[k]]
+            if len({jobs[k] for k in row}) >= 2 and row not in rows:
+                rows.append(row)
+    return rows
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(1, 4), st.integers(0, 4),
+                          st.sets(st.integers(0, 7), max_size=4)), max_size=14))
+def test_conflict_rows_are_those_of_the_definition(columns):
+    """The array-built cliques and conflict rows are the definition's, in its order: coarse
+    times so that starts, ends and ends within the tolerance of a start tie often."""
+    intervals = [(float(a), a + b + (EPS_MS / 2 if b == 1 else 0.0)) for a, b, _, _ in columns]
+    jobs = [j for _, _, j, _ in columns]
+    servers = [tuple(sorted(v)) for *_, v in columns]
+    assert maximal_cliques(intervals) == _cliques_by_definition(intervals)
+    assert conflict_rows_of(intervals, jobs, servers) == _rows_by_definition(intervals, jobs,
+                                                                              servers)
+    some = list(range(0, len(columns), 2))  # a subset's rows name the set's columns
+    columns = ColumnSet(np.array([a for a, _ in intervals]), np.array([b for _, b in intervals]),
+                        np.array(jobs), servers)
+    assert columns.conflict_rows(np.array(some, dtype=np.int64)) == [
+        [some[k] for k in row] for row in _rows_by_definition(
+            [intervals[k] for k in some], [jobs[k] for k in some], [servers[k] for k in some])]
 
 
 def test_options_meet_deadlines_and_horizon(pipedream_dir):

@@ -184,16 +184,41 @@ def test_a_shipped_export_decides_as_the_compiled_network(env, cache, monkeypatc
     assert decisions > 20
 
 
-def test_a_shipped_exports_near_tie_compiles_the_network_in_an_empty_cache(env, cache,
-                                                                          monkeypatch):
-    """A shipped agent's first near tie in a fresh cache (nothing compiled there yet): the
-    network is compiled then, and decides as the compiled network always does."""
+def test_a_shipped_exports_near_tie_plays_its_shipped_network_in_an_empty_cache(env, cache,
+                                                                               monkeypatch):
+    """A shipped agent's first near tie in a fresh cache: the compiled network shipped in its
+    export decides (no checkpoint loaded, nothing compiled into the cache), as the network
+    compiled from the checkpoint does."""
     from pacopt.learned import player
     from pacopt.learned.agent import CHECKPOINT_DIR
 
     path = str(CHECKPOINT_DIR / "general-ddls.zip")
     shipped = load_player.__wrapped__(path, load_checkpoint)
-    monkeypatch.setattr(player, "TIE_MARGIN", np.inf)  # every choice a near tie
+    obs, _ = env.reset(seed=3)
+    mask = env.action_masks()
+    assert mask.sum() > 1
+    with monkeypatch.context() as patched:
+        patched.setattr(player, "TIE_MARGIN", np.inf)  # every choice a near tie
+        patched.setattr(player, "_export", lambda *args: pytest.fail("checkpoint loaded"))
+        degree = shipped.greedy(obs, mask)
+    assert not any(cache.glob("*.pt"))
+    monkeypatch.setattr(player, "read_shipped_export", lambda path: None)
+    assert load_player.__wrapped__(path, load_checkpoint).greedy(obs, mask) == degree
+
+
+def test_a_shipped_export_made_by_other_versions_compiles_the_network_on_a_near_tie(
+        env, cache, monkeypatch):
+    """A shipped export whose compiled network other torch versions made: its first near tie
+    in a fresh cache compiles the network from the checkpoint, which decides as always."""
+    from pacopt.learned import player
+    from pacopt.learned.agent import CHECKPOINT_DIR
+
+    path = str(CHECKPOINT_DIR / "general-ddls.zip")
+    with monkeypatch.context() as patched:
+        patched.setattr(player, "_runtime", lambda: "torch 0.0")
+        shipped = load_player.__wrapped__(path, load_checkpoint)
+    assert shipped.head.export._compiled is None
+    monkeypatch.setattr(player, "TIE_MARGIN", np.inf)
     obs, _ = env.reset(seed=3)
     mask = env.action_masks()
     assert not any(cache.glob("*.pt")) and mask.sum() > 1

@@ -46,6 +46,7 @@ almost every job fractionally on large episodes, see :mod:`pacopt.formulations.c
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import chain
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -285,21 +286,25 @@ def maximal_cliques(intervals: list[tuple[float, float]]) -> list[list[int]]:
 
     An instant where everything running is still running at the next start is implied by that
     next instant and left out (an end within :data:`EPS_MS` of an instant counts as over).
+    Each clique lists its intervals by start, then by index.
     """
-    starts = sorted({start for start, _ in intervals})
-    order = sorted(range(len(intervals)), key=lambda k: intervals[k][0])
-    cliques: list[list[int]] = []
-    active: list[int] = []
-    head = 0
-    for i, t in enumerate(starts):
-        while head < len(order) and intervals[order[head]][0] <= t:
-            active.append(order[head])
-            head += 1
-        active = [k for k in active if intervals[k][1] > t + EPS_MS]
-        following = starts[i + 1] if i + 1 < len(starts) else None
-        if following is None or any(intervals[k][1] <= following + EPS_MS for k in active):
-            cliques.append(list(active))
-    return cliques
+    starts, ends = (np.array([iv[i] for iv in intervals], dtype=float) for i in (0, 1))
+    return [active.tolist() for active in _cliques(starts, ends)]
+
+
+def _cliques(starts: np.ndarray, ends: np.ndarray):
+    """:func:`maximal_cliques` as index arrays, one maximal instant at a time."""
+    order = np.argsort(starts, kind="stable")
+    ordered = starts[order]
+    instants = np.unique(ordered)
+    heads = np.searchsorted(ordered, instants, side="right")  # who has started by each
+    active, head = order[:0], 0
+    for i, t in enumerate(instants.tolist()):
+        active = np.concatenate([active, order[head:heads[i]]])
+        head = heads[i]
+        active = active[ends[active] > t + EPS_MS]
+        if i + 1 == len(instants) or (ends[active] <= instants[i + 1] + EPS_MS).any():
+            yield active
 
 
 def conflict_rows(options: list[Option], deadline: float | None = None) -> list[list[int]]:
@@ -313,29 +318,60 @@ def conflict_rows_of(intervals: list[tuple[float, float]], jobs: list[int],
                      servers: list[tuple[int, ...]],
                      deadline: float | None = None) -> list[list[int]]:
     """:func:`conflict_rows` of columns given as their ``[start, end)`` intervals, jobs and
-    servers (each column's ascending)."""
-    rows: list[list[int]] = []
-    kept: set[tuple[int, ...]] = set()  # a row recurs on every server its columns share
-    for active in maximal_cliques(intervals):
-        if out_of_time(deadline):
-            raise OutOfTime("building the conflict rows")
-        per_server: dict[int, list[int]] = {}  # only the servers some option uses
-        for k in active:
-            for server in servers[k]:
-                row = per_server.get(server)
-                if row is None:
-                    per_server[server] = [k]
-                else:
-                    row.append(k)
-        for server in sorted(per_server):
-            row = per_server[server]
-            if len(row) < 2 or (key := tuple(row)) in kept:
+    servers (each column's ascending): :meth:`ColumnSet.conflict_rows`."""
+    starts, ends = (np.array([iv[i] for iv in intervals], dtype=float).reshape(-1)
+                    for i in (0, 1))
+    return ColumnSet(starts, ends, np.asarray(jobs, dtype=np.int64), servers).conflict_rows(
+        deadline=deadline)
+
+
+class ColumnSet:
+    """Columns as arrays: each one's ``[start, end)``, job and servers (held end to end, each
+    column's ascending), for :meth:`conflict_rows` over all of them or over some."""
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray, jobs: np.ndarray,
+                 servers: list[tuple[int, ...]]):
+        self.starts, self.ends, self.jobs = starts, ends, jobs
+        self.sizes = np.fromiter(map(len, servers), dtype=np.int64, count=len(servers))
+        self.held = np.fromiter(chain.from_iterable(servers), dtype=np.int64,
+                                count=int(self.sizes.sum()))
+        self.first = np.cumsum(self.sizes) - self.sizes  # where each column's servers begin
+
+    def conflict_rows(self, members: np.ndarray | None = None,
+                      deadline: float | None = None) -> list[list[int]]:
+        """One row per (maximal instant, server) holding columns of at least two jobs, of the
+        columns ``members`` (default all; rows name columns by their index in the set). Rows
+        come by maximal instant, then by server; a row lists its columns as its clique does
+        (by start, then index), and one that recurs (on another server or at a later instant)
+        is kept once (:class:`~pacopt.infra.interrupt.OutOfTime` past ``deadline``)."""
+        rows: list[list[int]] = []
+        kept: set[tuple[int, ...]] = set()
+        if members is None:
+            members = np.arange(len(self.starts))
+        for local in _cliques(self.starts[members], self.ends[members]):
+            if out_of_time(deadline):
+                raise OutOfTime("building the conflict rows")
+            active = members[local]
+            lengths = self.sizes[active]
+            total = int(lengths.sum())
+            if not total:
                 continue
-            # two jobs at its ends settle it without the set (columns often come by job)
-            if jobs[row[0]] != jobs[row[-1]] or len({jobs[k] for k in row}) >= 2:
-                kept.add(key)
-                rows.append(row)
-    return rows
+            # every (server, column) pair of the clique, by server, columns in clique order
+            at = np.repeat(self.first[active] - (np.cumsum(lengths) - lengths), lengths)
+            at += np.arange(total)
+            by_server = np.argsort(self.held[at], kind="stable")
+            server, column = self.held[at][by_server], np.repeat(active, lengths)[by_server]
+            bounds = np.flatnonzero(np.diff(server)) + 1
+            begin = np.concatenate([[0], bounds])
+            end = np.concatenate([bounds, [total]])
+            owner = self.jobs[column]
+            mixed = np.minimum.reduceat(owner, begin) != np.maximum.reduceat(owner, begin)
+            for a, b in zip(begin[mixed].tolist(), end[mixed].tolist()):  # two jobs or more
+                key = tuple(column[a:b].tolist())
+                if key not in kept:
+                    kept.add(key)
+                    rows.append(list(key))
+        return rows
 
 
 def to_solution(problem: OfflineProblem, chosen: dict[int, int], *, method: str, status: str,

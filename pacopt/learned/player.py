@@ -24,18 +24,21 @@ in memory does. A miss loads the checkpoint with every check
 (where the cache can be written).
 
 A shipped checkpoint's export ships beside it (``<name>.play.npz``, package data written by
-``python -m tools.export_agents``: :func:`write_shipped_export`): its numpy head and the
-embeddings of the graphs it is run on (:data:`SHIPPED_GRAPHS`), made from the checkpoint whose
-digest it records. Play reads it first, with or without torch, so the core install (no torch,
+``python -m tools.export_agents``: :func:`write_shipped_export`): its numpy head, the
+embeddings of the graphs it is run on (:data:`SHIPPED_GRAPHS`) and its compiled network with
+the torch and torch-geometric versions that compiled it, made from the checkpoint whose digest
+it records. Play reads it first, with or without torch, so the core install (no torch,
 ``pacopt[learned]`` not installed) plays the shipped agents on those graphs. Without torch a
 near tie is decided by the numpy head alone, and a graph the export does not embed is a
 :class:`~pacopt.infra.extras.MissingExtra` naming the ``learned`` extra; with torch both go to
-the compiled network, as above.
+the compiled network: the shipped one where the versions are today's (so a first run with an
+empty cache loads no checkpoint), else the cache's, as above.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import warnings
 import zipfile
@@ -253,9 +256,10 @@ class _Export:
     numpy head)."""
 
     def __init__(self, file: Path, remake: Callable[[], Any], module=None,
-                 shipped: dict[str, np.ndarray] | None = None):
+                 shipped: dict[str, np.ndarray] | None = None, compiled: bytes | None = None):
         self.file, self._remake = file, remake
         self._module = module
+        self._compiled = compiled  # a shipped export's compiled network (TorchScript's bytes)
         self.embeddings: dict[tuple, np.ndarray] = {}
         self.stored = {**(_read_arrays(_graphs_file(file)) or {}), **(shipped or {})}
 
@@ -263,11 +267,17 @@ class _Export:
     def module(self):
         if self._module is None:
             torch = torch_for_play(_COMPILED)
-            try:
-                self._module = _quietly(torch.jit.load, str(self.file), map_location="cpu")
-            # not made yet (a shipped export's first near tie), gone or damaged: made now
-            # (torch says ValueError for a missing file)
-            except (RuntimeError, OSError, ValueError, AttributeError):
+            # the shipped network, the cache's, else compiled from the checkpoint now: not
+            # made yet (a first near tie of a shipped export made by other versions), gone or
+            # damaged (torch says ValueError for a missing file)
+            sources = [io.BytesIO(self._compiled)] if self._compiled else []
+            for source in [*sources, str(self.file)]:
+                try:
+                    self._module = _quietly(torch.jit.load, source, map_location="cpu")
+                    break
+                except (RuntimeError, OSError, ValueError, AttributeError):
+                    continue
+            else:
                 self._module = self._remake()
         return self._module
 
@@ -315,8 +325,11 @@ def load_player(path: str, load: Callable[[str], Any]) -> Player:
     if shipped is not None:
         embeddings = {key.removeprefix("graph:"): value for key, value in shipped.items()
                       if key.startswith("graph:")}
+        compiled = shipped.get("compiled")
+        compiled = (compiled.tobytes() if compiled is not None
+                    and str(shipped.get("compiled_with")) == _runtime() else None)
         return _player(json.loads(str(shipped["info"])),
-                       _Export(file, remake, shipped=embeddings), shipped)
+                       _Export(file, remake, shipped=embeddings, compiled=compiled), shipped)
     arrays = _read_arrays(file.with_suffix(".npz")) if file.is_file() else None
     if arrays is not None:
         try:  # the head written with this very module, and the module whole
@@ -367,7 +380,7 @@ def write_shipped_export(path: str, load: Callable[[str], Any], graphs: dict) ->
     ``load`` (:func:`~pacopt.learned.agent.load_checkpoint`) make it."""
     from pacopt.learned.features import encode_graph
 
-    torch_for_play("writing an agent's export")
+    torch = torch_for_play("writing an agent's export")
     policy = load(path)
     module = _quietly(policy.features_extractor.play_module)
     info = {"shapes": space_shapes(policy.observation_space),
@@ -383,6 +396,10 @@ def write_shipped_export(path: str, load: Callable[[str], Any], graphs: dict) ->
         arrays[f"graph:{digest}"] = _embed(module, g.node_x, g.edge_index, g.edge_x, g.sig)
         names[name] = digest
     arrays["graphs"] = np.array(json.dumps(names, sort_keys=True))
+    compiled = io.BytesIO()  # the network a near tie needs, so play loads no checkpoint
+    _quietly(torch.jit.save, module, compiled)
+    arrays["compiled"] = np.frombuffer(compiled.getvalue(), dtype=np.uint8)
+    arrays["compiled_with"] = np.array(_runtime())
     arrays["checkpoint_sha256"] = np.array(_digest(Path(path)))
     arrays["export_version"] = np.array(EXPORT_VERSION)
     arrays["module"] = np.array("")  # no compiled file: play compiles one when it needs it
@@ -524,9 +541,13 @@ def _key(path: str) -> str:
     here = Path(__file__).resolve().parent
     for source in _SOURCES:
         digest.update((here / source).read_bytes())
-    versions = [str(EXPORT_VERSION), _version("torch"), _version("torch_geometric")]
-    digest.update("\0".join(versions).encode())
+    digest.update(f"{EXPORT_VERSION}\0{_runtime()}".encode())
     return digest.hexdigest()
+
+
+def _runtime() -> str:
+    """The libraries a compiled network is made and run with, as one string."""
+    return "\0".join((_version("torch"), _version("torch_geometric")))
 
 
 def _version(package: str) -> str:

@@ -38,7 +38,7 @@ from functools import cached_property
 
 import numpy as np
 
-from pacopt.formulations.offline import conflict_rows_of, pattern_options
+from pacopt.formulations.offline import ColumnSet, pattern_options
 from pacopt.formulations.packing_lp import EPS_COST, solve_packing_lp
 from pacopt.infra.errors import InputError
 from pacopt.model.decision import Decision
@@ -202,16 +202,11 @@ class LpOnline:
         meet each other)."""
         arriving = np.flatnonzero(lp.job == 0)
         scenario = (lp.job - 1) // max(self.lookahead, 1)
-        intervals = list(zip(lp.start.tolist(), (lp.start + lp.jct).tolist()))
-        jobs = lp.job.tolist()
+        columns = ColumnSet(lp.start, lp.start + lp.jct, lp.job, lp.servers)
         rows: list[list[int]] = []
         for s in range(self.samples):
             members = np.concatenate([arriving, np.flatnonzero((lp.job > 0) & (scenario == s))])
-            members = members.tolist()
-            rows += [[members[i] for i in row]
-                     for row in conflict_rows_of([intervals[k] for k in members],
-                                                 [jobs[k] for k in members],
-                                                 [lp.servers[k] for k in members])]
+            rows += columns.conflict_rows(members)
         return rows
 
     def _costs(self, lp: _Columns) -> np.ndarray:
