@@ -46,9 +46,9 @@ almost every job fractionally on large episodes, see :mod:`pacopt.formulations.c
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import chain
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import chain
 
 import numpy as np
 
@@ -288,8 +288,13 @@ def maximal_cliques(intervals: list[tuple[float, float]]) -> list[list[int]]:
     next instant and left out (an end within :data:`EPS_MS` of an instant counts as over).
     Each clique lists its intervals by start, then by index.
     """
-    starts, ends = (np.array([iv[i] for iv in intervals], dtype=float) for i in (0, 1))
-    return [active.tolist() for active in _cliques(starts, ends)]
+    return [active.tolist() for active in _cliques(*_bounds(intervals))]
+
+
+def _bounds(intervals: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals' starts and ends as two arrays."""
+    return (np.array([iv[0] for iv in intervals], dtype=float),
+            np.array([iv[1] for iv in intervals], dtype=float))
 
 
 def _cliques(starts: np.ndarray, ends: np.ndarray):
@@ -319,10 +324,8 @@ def conflict_rows_of(intervals: list[tuple[float, float]], jobs: list[int],
                      deadline: float | None = None) -> list[list[int]]:
     """:func:`conflict_rows` of columns given as their ``[start, end)`` intervals, jobs and
     servers (each column's ascending): :meth:`ColumnSet.conflict_rows`."""
-    starts, ends = (np.array([iv[i] for iv in intervals], dtype=float).reshape(-1)
-                    for i in (0, 1))
-    return ColumnSet(starts, ends, np.asarray(jobs, dtype=np.int64), servers).conflict_rows(
-        deadline=deadline)
+    return ColumnSet(*_bounds(intervals), np.asarray(jobs, dtype=np.int64),
+                     servers).conflict_rows(deadline=deadline)
 
 
 class ColumnSet:
@@ -359,8 +362,9 @@ class ColumnSet:
             # every (server, column) pair of the clique, by server, columns in clique order
             at = np.repeat(self.first[active] - (np.cumsum(lengths) - lengths), lengths)
             at += np.arange(total)
-            by_server = np.argsort(self.held[at], kind="stable")
-            server, column = self.held[at][by_server], np.repeat(active, lengths)[by_server]
+            held = self.held[at]
+            by_server = np.argsort(held, kind="stable")
+            server, column = held[by_server], np.repeat(active, lengths)[by_server]
             bounds = np.flatnonzero(np.diff(server)) + 1
             begin = np.concatenate([[0], bounds])
             end = np.concatenate([bounds, [total]])

@@ -325,7 +325,7 @@ def load_player(path: str, load: Callable[[str], Any]) -> Player:
     if shipped is not None:
         embeddings = {key.removeprefix("graph:"): value for key, value in shipped.items()
                       if key.startswith("graph:")}
-        compiled = shipped.get("compiled")
+        compiled = shipped.pop("compiled", None)  # held once: as bytes, where it can play
         compiled = (compiled.tobytes() if compiled is not None
                     and str(shipped.get("compiled_with")) == _runtime() else None)
         return _player(json.loads(str(shipped["info"])),
@@ -402,7 +402,7 @@ def write_shipped_export(path: str, load: Callable[[str], Any], graphs: dict) ->
     arrays["compiled_with"] = np.array(_runtime())
     arrays["checkpoint_sha256"] = np.array(_digest(Path(path)))
     arrays["export_version"] = np.array(EXPORT_VERSION)
-    arrays["module"] = np.array("")  # no compiled file: play compiles one when it needs it
+    arrays["module"] = np.array("")  # no cache file: the network ships as "compiled"
     out = shipped_export_path(path)
 
     def save(tmp: Path) -> None:
