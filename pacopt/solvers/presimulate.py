@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import Self
 
 from pacopt.infra.concurrency import available_cores
@@ -117,17 +118,27 @@ class Presimulation:
             self._queue.put(self._batch)
             self._batch = []
 
-    def timings(self) -> dict[str, dict[str, StepTiming]]:
+    def timings(self, patience: float = 0.0) -> dict[str, dict[str, StepTiming]]:
         """The step timings the helper has simulated so far (:meth:`JctModel.step_timings`):
         it is told to stop at once (SIGUSR1: the episode is over, and the validator simulates
         whatever is left rather than wait), and answers within one simulation. Empty if it
-        failed, was not ready yet, or a stop was requested."""
+        failed, was not ready yet, or a stop was requested.
+
+        ``patience`` (seconds) first lets the helper finish every placement sent, for up to
+        that long: for a caller that wants its work whatever the episode's speed (a test)."""
+        if self._batch:
+            self._queue.put(self._batch)
+            self._batch = []
         self._queue.put(None)
+        out = self._process.stdout
+        waited_until = time.monotonic() + patience  # the helper writes once it reads None
+        while (time.monotonic() < waited_until and not stop_requested()
+               and not select.select([out], [], [], 0.05)[0]):
+            pass
         try:
             self._process.send_signal(signal.SIGUSR1)
         except OSError:
             return {}
-        out = self._process.stdout
         try:
             while not stop_requested():
                 if select.select([out], [], [], 0.05)[0]:
