@@ -1,5 +1,9 @@
 """The online simulator: events, blocking reasons, horizon, metrics, reproducibility."""
 
+import math
+import pickle
+
+import numpy as np
 import pytest
 
 from pacopt.model.instance import instance_from_dict
@@ -219,3 +223,89 @@ def test_blocking_rate_is_blocked_over_arrived_exactly():
     solution = Solution(method="m", preset="ddls", status="heuristic", jobs=jobs)
     assert solution.blocking_rate == 0.19
     assert solution.to_dict()["blocking_rate"] == 0.19
+
+
+def _paper(jobs: int, preset: str = "ddls"):
+    from pacopt.model.paper_workload import paper_instance
+
+    return paper_instance("C", 9700, jobs, preset)
+
+
+@pytest.mark.usefixtures("pipedream_env")
+@pytest.mark.parametrize("preset", ["ddls", "physical"])
+def test_a_sequential_episode_times_only_the_degree_it_plays(preset):
+    """The tables' times are simulated when first read: ``sequential`` under first fit reads
+    which degrees fit and times degree 1 alone; the times read afterwards are the ones a
+    table timed at once has."""
+    instance = _paper(60, preset)
+    model = JctModel(instance.cluster, instance.model, persist=False)
+    simulate(instance, make_policy("sequential"), seed=0, model=model)
+    timed = model.step_timings()
+    assert timed and all(len(classes) == 1 for classes in timed.values())
+    for graph in instance.graphs.values():
+        table = model.table(graph)
+        assert table.placed[1:].sum() > 4  # many degrees fit, yet none but 1 was timed
+        fresh = JctModel(instance.cluster, instance.model, persist=False)
+        for d in range(1, table.max_degree + 1):
+            if table.placed[d]:
+                timing = fresh.timing(graph, table.counts[d], fresh.place(graph, table.counts[d]))
+                assert table.jct_ms[d] == timing.jct_ms
+                assert table.comm_overhead_ms[d] == timing.comm_overhead_ms
+            else:
+                assert math.isnan(table.jct_ms[d])
+
+
+@pytest.mark.usefixtures("pipedream_env")
+def test_a_pickled_table_carries_its_times_and_a_scaled_one_scales_them():
+    instance = _paper(5)
+    model = JctModel(instance.cluster, instance.model, persist=False)
+    graph = instance.graphs["vgg16"]
+    table = model.table(graph)
+    copy = pickle.loads(pickle.dumps(table))
+    assert copy.timer is None
+    assert np.array_equal(copy.jct_ms, table.jct_ms, equal_nan=True)
+    scaled = model.job_table(graph, 2.5)
+    assert np.array_equal(scaled.jct_ms, table.jct_ms * 2.5, equal_nan=True)
+    assert np.array_equal(scaled.comm_overhead_ms, table.comm_overhead_ms * 2.5, equal_nan=True)
+    assert not scaled.jct_ms.flags.writeable and not table.jct_ms.flags.writeable
+
+
+@pytest.mark.usefixtures("pipedream_env")
+def test_first_fits_placement_without_the_options_is_the_options_placement():
+    """Under first fit a decision places a degree without the live options of every degree;
+    at every decision of an episode that is the placement, and the placeability, the options
+    give."""
+    instance = _paper(120)
+    episode = OnlineEpisode(instance)
+    policy = make_policy("random")
+    policy.reset(4)
+    checked = 0
+    while not episode.done:
+        decision = episode.decision
+        direct = [decision.placement(d) for d in range(1, decision.max_degree + 1)]
+        assert decision._options is None
+        options = decision.options()
+        for d, placement in enumerate(direct, start=1):
+            assert (placement is not None) == bool(options.placeable[d])
+            if placement is not None:
+                assert placement.mask == options.masks[d]
+                assert placement == decision.placement(d)
+                checked += 1
+        episode.decide(policy.choose(decision))
+    assert checked > 500
+
+
+@pytest.mark.usefixtures("pipedream_env")
+def test_a_table_outliving_its_model_is_timed_the_same():
+    """A table holds its model weakly (so that a dropped model is freed at once): read after
+    the model is gone, its times are a fresh model's, the same."""
+    import weakref
+
+    instance = _paper(5)
+    graph = instance.graphs["resnet18"]
+    model = JctModel(instance.cluster, instance.model, persist=False)
+    table, gone = model.table(graph), weakref.ref(model)
+    del model
+    assert gone() is None  # freed by its last reference, not by the collector
+    alive = JctModel(instance.cluster, instance.model, persist=False)
+    assert np.array_equal(table.jct_ms, alive.table(graph).jct_ms, equal_nan=True)

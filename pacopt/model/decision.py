@@ -71,6 +71,11 @@ class Decision:
     def placement(self, degree: int) -> Placement | None:
         """The placer's placement at ``degree`` on the servers free now (None: cannot be
         placed)."""
+        if self._options is None and self.placer == "first-fit":
+            # first fit's own look-up, as the options make it: no other degree is timed
+            if not self.table.placed[degree]:
+                return None
+            return self.model.place(self.graph, self.table.counts[degree], self.state.occupied)
         if not self.placeable(degree):
             return None
         options = self.options()

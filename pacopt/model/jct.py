@@ -22,7 +22,10 @@ Preset semantics for the JCT of a placed job:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -64,6 +67,11 @@ class JobTable:
     ``jct_ms[d]`` and ``comm_overhead_ms[d]``: NaN where not placed. ``work_scale``: the job's
     training steps over the model's (a trace job's own amount of work, :meth:`JctModel.job_table`);
     its times are the graph's times multiplied by it.
+
+    The times are simulated when first read (``timer``: every placed degree's, at once), so an
+    episode that never reads them never pays for them: ``sequential`` under first fit reads
+    ``placed`` and times only the degree it plays. A pickled table carries its times, not the
+    model that simulates them.
     """
 
     graph: JobGraph
@@ -72,9 +80,27 @@ class JobTable:
     counts: tuple[tuple[int, ...], ...]
     placed: np.ndarray
     workers: np.ndarray
-    jct_ms: np.ndarray
-    comm_overhead_ms: np.ndarray
+    timer: Callable[[], tuple[np.ndarray, np.ndarray]] | None = field(repr=False, compare=False)
     work_scale: float = 1.0
+
+    @cached_property
+    def _times(self) -> tuple[np.ndarray, np.ndarray]:
+        jct, comm = self.timer()
+        if self.work_scale != 1.0:
+            jct, comm = jct * self.work_scale, comm * self.work_scale
+        jct.flags.writeable = comm.flags.writeable = False
+        return jct, comm
+
+    @property
+    def jct_ms(self) -> np.ndarray:
+        return self._times[0]
+
+    @property
+    def comm_overhead_ms(self) -> np.ndarray:
+        return self._times[1]
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_times": self._times, "timer": None}
 
     @property
     def max_degree(self) -> int:
@@ -552,25 +578,36 @@ class JctModel:
         size = self.settings.max_partitions_per_op + 1
         placed = np.zeros(size, dtype=bool)
         workers = np.zeros(size, dtype=np.int64)
-        jct = np.full(size, np.nan)
-        comm = np.full(size, np.nan)
         counts: list[tuple[int, ...]] = [()]
+        placements: dict[int, Placement] = {}
         for d in tqdm(range(1, size), desc=f"table {graph.name}", unit="degree", leave=False,
                       disable=None if progress else True):
             c = self.counts(graph, d)
             counts.append(c)
             placement = self.place(graph, c, 0)
-            if placement is None:
-                continue
-            timing = self.timing(graph, c, placement)
-            placed[d], workers[d] = True, placement.num_workers
-            jct[d], comm[d] = timing.jct_ms, timing.comm_overhead_ms
-        for array in (placed, workers, jct, comm):
+            if placement is not None:
+                placements[d] = placement
+                placed[d], workers[d] = True, placement.num_workers
+        for array in (placed, workers):
             array.flags.writeable = False
+
+        owner, cluster, settings, persist = weakref.ref(self), self.cluster, self.settings, \
+            self.persist
+
+        def timer() -> tuple[np.ndarray, np.ndarray]:
+            # a weak reference: a model holding its tables is freed when dropped, not by the
+            # collector; a table outliving its model is timed by a fresh one, to the same bits
+            model = owner() or JctModel(cluster, settings, persist)
+            jct, comm = np.full(size, np.nan), np.full(size, np.nan)
+            for d in tqdm(placements, desc=f"times {graph.name}", unit="degree", leave=False,
+                          disable=None if progress else True):
+                timing = model.timing(graph, counts[d], placements[d])
+                jct[d], comm[d] = timing.jct_ms, timing.comm_overhead_ms
+            return jct, comm
+
         table = JobTable(graph=graph, preset=self.settings.preset,
                          seq_jct_ms=graph.seq_jct_ms(self.settings.training_steps),
-                         counts=tuple(counts), placed=placed, workers=workers, jct_ms=jct,
-                         comm_overhead_ms=comm)
+                         counts=tuple(counts), placed=placed, workers=workers, timer=timer)
         self._tables[graph.fingerprint] = table
         return table
 
@@ -583,7 +620,5 @@ class JctModel:
         table = self.table(graph)
         if scale == 1.0:
             return table
-        jct, comm = table.jct_ms * scale, table.comm_overhead_ms * scale
-        jct.flags.writeable = comm.flags.writeable = False
-        return replace(table, seq_jct_ms=table.seq_jct_ms * scale, jct_ms=jct,
-                       comm_overhead_ms=comm, work_scale=scale)
+        return replace(table, seq_jct_ms=table.seq_jct_ms * scale, work_scale=scale,
+                       timer=lambda: (table.jct_ms, table.comm_overhead_ms))
