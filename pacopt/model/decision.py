@@ -71,17 +71,13 @@ class Decision:
     def placement(self, degree: int) -> Placement | None:
         """The placer's placement at ``degree`` on the servers free now (None: cannot be
         placed)."""
-        if self._options is None and self.placer == "first-fit":
-            # first fit's own look-up, as the options make it: no other degree is timed
+        if self.placer == "first-fit":  # its own look-up, the options' too: none is timed
             if not self.table.placed[degree]:
                 return None
             return self.model.place(self.graph, self.table.counts[degree], self.state.occupied)
         if not self.placeable(degree):
             return None
-        options = self.options()
-        if options.placements is not None:
-            return options.placements[degree]
-        return self.model.place(self.graph, self.table.counts[degree], self.state.occupied)
+        return self.options().placements[degree]
 
     def free_blocks(self) -> np.ndarray:
         """Per degree, the weighted free blocks left once the placer's footprint is placed

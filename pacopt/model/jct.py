@@ -597,7 +597,9 @@ class JctModel:
         def timer() -> tuple[np.ndarray, np.ndarray]:
             # a weak reference: a model holding its tables is freed when dropped, not by the
             # collector; a table outliving its model is timed by a fresh one, to the same bits
-            model = owner() or JctModel(cluster, settings, persist)
+            model = owner()
+            if model is None:
+                model = JctModel(cluster, settings, persist)
             jct, comm = np.full(size, np.nan), np.full(size, np.nan)
             for d in tqdm(placements, desc=f"times {graph.name}", unit="degree", leave=False,
                           disable=None if progress else True):
