@@ -4,6 +4,7 @@ offline candidates, and limits honoured while a large problem is built."""
 from __future__ import annotations
 
 import json
+import pickle
 import random
 import threading
 import time
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from episodes import random_decisions
 from offline_cases import CNN, TINY
 
 from pacopt.formulations import offline
@@ -26,17 +28,17 @@ from pacopt.model.partition import op_counts
 from pacopt.model.placers import check_explicit, footprints
 from pacopt.model.settings import ModelSettings
 from pacopt.model.tiles import tiling
-from pacopt.model.topology import RampCluster
+from pacopt.model.topology import FirstFreeIndex, RampCluster
 from pacopt.solvers.api import solve
 
 GRAPHS = {"cnn": {"file": CNN}, "tiny": TINY}
 
 
-def instance(shape, jobs, preset="ddls"):
+def instance(shape, jobs, preset="ddls", placement="first-fit"):
     c, r, s = shape
     return instance_from_dict({
         "cluster": {"communication_groups": c, "racks_per_group": r, "servers_per_rack": s},
-        "model": {"preset": preset}, "graphs": GRAPHS,
+        "model": {"preset": preset, "placement": placement}, "graphs": GRAPHS,
         "jobs": [{"id": f"j{i}", "graph": g, "arrival_ms": a, "max_jct_fraction": b}
                  for i, (g, a, b) in enumerate(jobs)]})
 
@@ -57,6 +59,76 @@ def test_the_first_free_block_index_is_the_linear_scan():
             assert cluster.free_block(m, occupied) is expected, (step, m)
 
 
+def test_the_sizes_above_16_share_an_index_that_is_the_linear_scan():
+    """On 16x16x4 the sizes 17 to 64 (degrees above 16) share a second index, built when one
+    of them is first asked for; its first free blocks are the scan's, as the first band's."""
+    cluster = RampCluster(16, 16, 4)
+    rng = random.Random(1)
+    occupied, sizes = 0, (4, 16, 18, 24, 32, 64)
+    for step in range(300):
+        if rng.random() < 0.05:
+            occupied = rng.getrandbits(cluster.num_servers) & rng.getrandbits(cluster.num_servers)
+        else:
+            job = rng.choice(cluster.blocks(rng.choice((4, 8, 16, 32))))
+            occupied = occupied ^ job.mask if rng.random() < 0.5 else occupied | job.mask
+        for m in sizes:
+            expected = next((b for b in cluster.blocks(m) if not b.mask & occupied), None)
+            assert cluster.free_block(m, occupied) is expected, (step, m)
+    low, high = cluster.block_index(16)[0], cluster.block_index(18)[0]
+    assert low is not high and high is cluster.block_index(64)[0]
+
+
+def test_the_blocks_an_occupancy_change_touches_are_each_servers_blocks():
+    cluster = RampCluster(8, 8, 4)
+    index = FirstFreeIndex(cluster.blocks(4) + cluster.blocks(8), cluster.num_servers)
+    rng = random.Random(2)
+    for _ in range(50):
+        mask = rng.getrandbits(cluster.num_servers) & rng.getrandbits(cluster.num_servers)
+        expected = [i for s in range(cluster.num_servers) if mask >> s & 1
+                    for i, block in enumerate(index.blocks) if s in block.servers]
+        assert index.touched(mask).tolist() == expected
+    assert index.touched(0).tolist() == []
+
+
+def test_best_per_degree_is_each_spans_first_best():
+    rng = np.random.default_rng(3)
+    inst = instance((8, 8, 4), [("cnn", 0.0, 0.5)])
+    model = JctModel(inst.cluster, inst.model)
+    menu = model.menu(model.table(inst.graphs["cnn"]))
+    assert len(menu.spans) > 3 and any(span.stop == span.start for span in menu.spans.values())
+    for _ in range(50):
+        score = np.round(rng.integers(-3, 1, len(menu.masks)).astype(float), 9)
+        score[rng.random(len(score)) < 0.4] = -np.inf
+        values, index = menu.best_per_degree(score)
+        for j, span in enumerate(menu.spans.values()):
+            here = score[span]
+            if not len(here):  # a degree without footprints on the tile
+                assert index[j] == -1 and values[j] == -np.inf
+            else:
+                assert index[j] == span.start + int(here.argmax()) and values[j] == here.max()
+
+
+@pytest.mark.parametrize("placer, preset", [("best-fit", "ddls"), ("compact", "physical")])
+def test_tiled_options_place_each_degree_as_their_masks_say(placer, preset):
+    """A tiled cluster's options copy a tile's footprint into its tile only when its placement
+    is read: at every decision of an episode, each placeable degree's placement is valid and
+    free now, holds the options' mask and workers, and the placements pickle as themselves."""
+    jobs = [("cnn" if i % 3 else "tiny", 40.0 * i, 0.3 + (i % 4) / 5) for i in range(60)]
+    inst = instance((8, 8, 4), jobs, preset, placer)
+    checked = 0
+    for decision in random_decisions(inst, 5):
+        options = decision.options()
+        for d in np.flatnonzero(options.placeable).tolist():
+            placement = decision.placement(d)
+            assert placement.mask == options.masks[d]
+            assert placement.num_workers == options.workers[d]
+            check_explicit(decision.graph, decision.table.counts[d], placement,
+                           inst.cluster, decision.state.occupied)
+            checked += 1
+        assert list(pickle.loads(pickle.dumps(options.placements))) == list(options.placements)
+    assert checked > 200
+
+
 def test_tiles_are_translates_made_of_valid_blocks():
     assert tiling(RampCluster()) is None  # the paper's cluster is one tile: nothing changes
     assert tiling(RampCluster(4, 4, 4)) is None
@@ -68,6 +140,7 @@ def test_tiles_are_translates_made_of_valid_blocks():
             for block in tiles.tile.blocks(m):
                 copy = tiles.block(block, t)
                 assert cluster.block_from_label(copy.label, m) == copy
+                assert tiles.cluster_mask(block.mask, t) == copy.mask
         whole = tiles.placement(placers.Placement((tiles.tile.blocks(64)[0],)), t).mask
         assert tiles.local_masks(whole) == [tiles.tile.full_mask if u == t else 0
                                             for u in range(tiles.num_tiles)]

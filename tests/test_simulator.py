@@ -5,6 +5,7 @@ import pickle
 
 import numpy as np
 import pytest
+from episodes import random_decisions
 
 from pacopt.model.instance import instance_from_dict
 from pacopt.model.jct import JctModel
@@ -275,13 +276,8 @@ def test_first_fits_placement_without_the_options_is_the_options_placement():
     """Under first fit a decision places a degree without the live options of every degree;
     at every decision of an episode that is the placement, and the placeability, the options
     give."""
-    instance = _paper(120)
-    episode = OnlineEpisode(instance)
-    policy = make_policy("random")
-    policy.reset(4)
     checked = 0
-    while not episode.done:
-        decision = episode.decision
+    for decision in random_decisions(_paper(120), 4):
         direct = [decision.placement(d) for d in range(1, decision.max_degree + 1)]
         assert decision._options is None
         options = decision.options()
@@ -291,7 +287,6 @@ def test_first_fits_placement_without_the_options_is_the_options_placement():
                 assert placement.mask == options.masks[d]
                 assert placement == decision.placement(d)
                 checked += 1
-        episode.decide(policy.choose(decision))
     assert checked > 500
 
 
@@ -309,3 +304,26 @@ def test_a_table_outliving_its_model_is_timed_the_same():
     assert gone() is None  # freed by its last reference, not by the collector
     alive = JctModel(instance.cluster, instance.model, persist=False)
     assert np.array_equal(table.jct_ms, alive.table(graph).jct_ms, equal_nan=True)
+
+
+@pytest.mark.usefixtures("pipedream_env")
+@pytest.mark.parametrize("preset", ["ddls", "physical"])
+def test_steps_timed_together_are_the_steps_timed_one_by_one(preset, tmp_path, monkeypatch):
+    """A table's first read simulates its steps together, in threads: the times, and the
+    cache file's lines, are those of timing each degree in turn."""
+    instance = _paper(5, preset)
+    graph = instance.graphs[instance.jobs[0].graph]
+    files = []
+    for way in ("together", "in turn"):
+        monkeypatch.setenv("PACOPT_CACHE_DIR", str(tmp_path / way))
+        model = JctModel(instance.cluster, instance.model)
+        table = model.table(graph)
+        work = [(table.counts[d], model.place(graph, table.counts[d], 0))
+                for d in range(1, len(table.placed)) if table.placed[d]]
+        assert len(work) > 4
+        if way == "together":
+            timings = model.timings(graph, work)
+        else:
+            assert timings == [model.timing(graph, c, p) for c, p in work]
+        files.append(sorted(p.read_text() for p in (tmp_path / way).rglob("*") if p.is_file()))
+    assert files[0] == files[1] and files[0]

@@ -23,7 +23,8 @@ Preset semantics for the JCT of a placed job:
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import NamedTuple
@@ -38,11 +39,13 @@ from pacopt.model.partition import op_counts, partition
 from pacopt.model.placers import WORKER_PENALTY, FootprintMenu, free_block_score, pick
 from pacopt.model.settings import ModelSettings
 from pacopt.model.step import StepTiming, simulate_step
-from pacopt.model.tiles import tiling
+from pacopt.model.tiles import Tiling, tiling
 from pacopt.model.timing_cache import TIMING_VERSION, TimingFile, cache_dir  # noqa: F401
 from pacopt.model.topology import Block, RampCluster
 
 _PLACEMENT_CACHE_LIMIT = 200_000
+#: Step simulations of a table's first read run this many at a time (the machine's cores).
+STEP_THREADS = 2
 _OPTIONS_CACHE_LIMIT = 100_000
 _TILE_WEIGHTS_CACHE_LIMIT = 4_096  # a tile occupancy's block weights
 #: Tile states hold three arrays over a menu's footprints, tens of thousands of them on a tile
@@ -139,7 +142,7 @@ class LiveOptions:
     jct_ms: np.ndarray
     masks: tuple[int, ...] = ()
     placer: str = "first-fit"
-    placements: tuple[Placement | None, ...] | None = None
+    placements: Sequence[Placement | None] | None = None
     free_blocks: np.ndarray | None = None
 
 
@@ -165,6 +168,35 @@ def _unplaced(size: int) -> tuple:
     placements: list[Placement | None] = [None] * size
     return (np.zeros(size, dtype=bool), np.zeros(size, dtype=np.int64), np.full(size, np.inf),
             np.full(size, np.nan), [0] * size, placements)
+
+
+class _TilePlacements(Sequence):
+    """The placements of a tiled cluster's options (:meth:`JctModel._tiled_options`), a tile's
+    footprint copied into its tile when first read: a decision reads the one it plays, and a
+    copy of every op's block costs more than the rest of the options. An entry is a placement,
+    None, or (footprint in ``menu``, tile); the copies are kept in ``cache``, shared by every
+    decision."""
+
+    def __init__(self, entries: list, menu: FootprintMenu, tiles: Tiling, cache: BoundedCache):
+        self._entries, self._menu, self._tiles, self._cache = entries, menu, tiles, cache
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getitem__(self, degree: int) -> Placement | None:
+        entry = self._entries[degree]
+        if isinstance(entry, tuple):
+            k, t = entry
+            key = (id(self._menu), k, t)  # a model's menus live as long as it does
+            entry = self._cache.get(key)
+            if entry is None:
+                entry = self._cache.put(key, self._tiles.placement(self._menu.placements[k], t))
+            self._entries[degree] = entry
+        return entry
+
+    def __reduce__(self):
+        return tuple, (tuple(self),)  # pickled as the placements themselves
+
 
 class JctModel:
     """Partitions, places and times jobs for one (cluster, model settings) pair."""
@@ -243,7 +275,7 @@ class JctModel:
         workers = np.zeros(size, dtype=np.int64)
         jct = np.full(size, np.inf)
         masks = [0] * size
-        ddls = self.settings.preset == "ddls"
+        fitted: dict[int, tuple[FitPlan, tuple[Block, ...]]] = {}
         for d, plan, where in degrees:
             if where is None:  # memory can bind: the exact scan
                 choice = plan.fit(occupied)
@@ -256,7 +288,8 @@ class JctModel:
             placeable[d] = True
             masks[d] = plan.footprint(choice)
             workers[d] = masks[d].bit_count()
-            jct[d] = table.jct_ms[d] if ddls else self._placed_jct(plan, choice)
+            fitted[d] = (plan, choice)
+        self._fit_jcts(table, fitted, jct)
         for array in (placeable, workers, jct):
             array.flags.writeable = False
         return self._options.put(key, LiveOptions(placeable, workers, jct, tuple(masks)))
@@ -305,7 +338,8 @@ class JctModel:
                     continue
                 if not ddls:
                     counts = table.counts[d]
-                    timed = menu.jct(d, lambda p, c=counts: self.timing(graph, c, p).jct_ms)
+                    timed = menu.jct(d, lambda found, c=counts: [
+                        timing.jct_ms for timing in self.timings(graph, [(c, p) for p in found])])
                     # best fit's best free footprint stands when it is in time
                     if placer != "best-fit" or (deadline_ms is not None
                                                 and timed[i] > deadline_ms):
@@ -319,16 +353,18 @@ class JctModel:
                 chosen.append(k)
         if chosen:
             free_blocks[placeable] = scorer.left(None, occupied, menu.hits[chosen])
+        fitted = {}
         for d in menu.first_fit:  # too many footprints to choose from: first fit's
             found = self._first_fit(table, d, occupied)
             if found is None:
                 continue
-            placement, jct[d] = found
+            placement, fitted[d] = found
             placeable[d] = True
             workers[d] = placement.num_workers
             masks[d] = placement.mask
             placements[d] = placement
             free_blocks[d] = scorer.left([placement.mask], occupied)[0]
+        self._fit_jcts(table, fitted, jct)
         for array in (placeable, workers, jct, free_blocks):
             array.flags.writeable = False
         return self._options.put(key, LiveOptions(placeable, workers, jct, tuple(masks), placer,
@@ -352,7 +388,9 @@ class JctModel:
         total = sum(state.weight for state in states)      # free weight of the whole cluster
         size = len(table.placed)
         placeable, workers, jct, free_blocks, masks, placements = _unplaced(size)
+        lost = np.zeros(size)  # per degree, the free weight its placement breaks
         stacked = None  # every tile's scores and free footprints, one row per tile
+        fitted = {}  # the degrees first fit places: degree -> (plan, choice)
         for d in range(1, size):
             if not table.placed[d]:
                 continue
@@ -363,7 +401,7 @@ class JctModel:
                 k = int(states[t].best_at[j])  # the tile's first footprint with the best score
                 if not ddls:  # a translate times as its tile's original (a symmetry)
                     span = menu.spans[d]
-                    timed = menu.jct(d, lambda p, c=counts: self._tile_jct(graph, c, p))
+                    timed = menu.jct(d, lambda found, c=counts: self._tile_jcts(graph, c, found))
                     if placer != "best-fit" or (deadline_ms is not None
                                                 and timed[k - span.start] > deadline_ms):
                         if stacked is None:
@@ -375,36 +413,48 @@ class JctModel:
                     jct[d] = timed[k - span.start]
                 else:
                     jct[d] = table.jct_ms[d]
-                placement = self._translated(menu, k, t)
-                lost = states[t].broken[k]  # the weight it breaks
+                placements[d] = (k, t)  # built when read (_TilePlacements)
+                workers[d] = menu.workers[k]
+                masks[d] = tiles.cluster_mask(int(menu.masks[k]), t)
+                lost[d] = states[t].broken[k]
             else:  # no footprint free inside a tile (or none exists there): first-fit's
                 found = self._first_fit(table, d, occupied)
                 if found is None:
                     continue
-                placement, jct[d] = found
-                lost = self._tile_loss(placement.mask, locals_)
+                placement, fitted[d] = found
+                placements[d] = placement
+                workers[d] = placement.num_workers
+                masks[d] = placement.mask
+                lost[d] = self._tile_loss(placement.mask, locals_)
             placeable[d] = True
-            workers[d] = placement.num_workers
-            masks[d] = placement.mask
-            placements[d] = placement
-            free_blocks[d] = round(total - lost, 9)
+        self._fit_jcts(table, fitted, jct)
+        free_blocks[placeable] = np.round(total - lost[placeable], 9)
         for array in (placeable, workers, jct, free_blocks):
             array.flags.writeable = False
-        return LiveOptions(placeable, workers, jct, tuple(masks), placer, tuple(placements),
+        return LiveOptions(placeable, workers, jct, tuple(masks), placer,
+                           _TilePlacements(placements, menu, tiles, self._tile_placements),
                            free_blocks)
 
-    def _first_fit(self, table: JobTable, degree: int,
-                   occupied: int) -> tuple[Placement, float] | None:
-        """First fit's placement for ``degree`` (as :meth:`place`) and its JCT: the fallback of
-        best fit and compact; the degrees of a decision share their look-ups through
-        :meth:`RampCluster.free_block`'s cache."""
+    def _first_fit(self, table: JobTable, degree: int, occupied: int
+                   ) -> tuple[Placement, tuple[FitPlan, tuple[Block, ...]]] | None:
+        """First fit's placement for ``degree`` (as :meth:`place`) and its (plan, choice), whose
+        JCT :meth:`_fit_jcts` finds: the fallback of best fit and compact; the degrees of a
+        decision share their look-ups through :meth:`RampCluster.free_block`'s cache."""
         plan = self.plan(table.graph, table.counts[degree])
         choice = plan.fit(occupied)
         if choice is None:
             return None
-        jct = (table.jct_ms[degree] if self.settings.preset == "ddls"
-               else self._placed_jct(plan, choice))
-        return self._chosen(table.graph, plan, choice), jct
+        return self._chosen(table.graph, plan, choice), (plan, choice)
+
+    def _fit_jcts(self, table: JobTable, fitted: dict[int, tuple[FitPlan, tuple[Block, ...]]],
+                  jct: np.ndarray) -> None:
+        """Write into ``jct`` the JCTs of first fit's choices (degree -> (plan, choice)): the
+        table's under ``ddls``, else each placement's (:meth:`_placed_jcts`)."""
+        if self.settings.preset == "ddls":
+            for d in fitted:
+                jct[d] = table.jct_ms[d]
+        elif fitted:
+            jct[list(fitted)] = self._placed_jcts(list(fitted.values()))
 
     def _chosen(self, graph: JobGraph, plan: FitPlan, choice: tuple[Block, ...]) -> Placement:
         """``plan``'s placement of ``choice`` (cached: the same few blocks come back decision
@@ -415,25 +465,22 @@ class JctModel:
             placement = self._chosen_placements.put(key, plan.placement(choice))
         return placement
 
-    def _tile_jct(self, graph: JobGraph, counts: tuple[int, ...], footprint: Placement) -> float:
-        """The JCT of a tile's footprint, timed as its copy in the first tile. A footprint
-        puts every op of one split count on one block, so under a memory-free plan it is a
-        first-fit choice (a block per size), and shares :meth:`_placed_jct`'s key and timing
-        with every choice of its symmetry class instead of keying all its ops afresh."""
+    def _tile_jcts(self, graph: JobGraph, counts: tuple[int, ...],
+                   footprints: list[Placement]) -> list[float]:
+        """The JCTs of a tile's footprints, each timed as its copy in the first tile, the steps
+        not known yet simulated together (:meth:`timings`). A footprint puts every op of one
+        split count on one block, so under a memory-free plan it is a first-fit choice (a
+        block per size), and shares :meth:`_placed_jcts`' keys and timings with every choice of
+        its symmetry class instead of keying all its ops afresh."""
         tiles, plan = tiling(self.cluster), self.plan(graph, counts)
         if not plan.memory_free:
-            return self.timing(graph, counts, tiles.placement(footprint, 0)).jct_ms
-        by_size = dict(zip(counts, footprint.blocks))
-        return self._placed_jct(plan, tuple(tiles.block(by_size[m], 0) for m in plan.sizes))
-
-    def _translated(self, menu: FootprintMenu, k: int, t: int) -> Placement:
-        """Tile ``t``'s copy of ``menu``'s footprint ``k`` (cached)."""
-        key = (id(menu), k, t)
-        placement = self._tile_placements.get(key)
-        if placement is None:
-            placement = self._tile_placements.put(
-                key, tiling(self.cluster).placement(menu.placements[k], t))
-        return placement
+            return [timing.jct_ms for timing in self.timings(
+                graph, [(counts, tiles.placement(footprint, 0)) for footprint in footprints])]
+        choices = []
+        for footprint in footprints:
+            by_size = dict(zip(counts, footprint.blocks))
+            choices.append((plan, tuple(tiles.block(by_size[m], 0) for m in plan.sizes)))
+        return self._placed_jcts(choices)
 
     def _tile_state(self, menu: FootprintMenu, local: int) -> TileState:
         """For a tile whose own occupancy is ``local``: which of ``menu``'s footprints are free,
@@ -499,12 +546,23 @@ class JctModel:
             self._table_plans[key] = (tuple(sizes), tuple(degrees))
         return self._table_plans[key]
 
-    def _placed_jct(self, plan: FitPlan, choice) -> float:
-        key = (plan.graph.fingerprint, plan.counts, plan.symmetry_key(choice))
-        if key not in self._live_jct:
-            placement = plan.placement(choice)
-            self._live_jct.put(key, self.timing(plan.graph, plan.counts, placement).jct_ms)
-        return self._live_jct[key]
+    def _placed_jcts(self, choices: list[tuple[FitPlan, tuple[Block, ...]]]) -> list[float]:
+        """The JCT of each (plan, choice of blocks) of one graph, cached by the choice's
+        symmetry class; the steps not known yet are simulated together (:meth:`timings`)."""
+        out: list[float] = []
+        pending = []  # (position, symmetry key, plan, choice) of the JCTs to time
+        for plan, choice in choices:
+            key = (plan.graph.fingerprint, plan.counts, plan.symmetry_key(choice))
+            jct = self._live_jct.get(key)
+            if jct is None:
+                pending.append((len(out), key, plan, choice))
+            out.append(jct)
+        if pending:
+            timings = self.timings(pending[0][2].graph, [(plan.counts, plan.placement(choice))
+                                                         for *_, plan, choice in pending])
+            for (i, key, _, _), timing in zip(pending, timings):
+                out[i] = self._live_jct.put(key, timing.jct_ms)
+        return out
 
     # ----- timing ----------------------------------------------------------------------------
     def timing(self, graph: JobGraph, counts: tuple[int, ...], placement: Placement,
@@ -514,13 +572,46 @@ class JctModel:
         model's ``training_steps`` times a step, multiplied by it."""
         if self.settings.preset == "ddls":
             placement = self.place(graph, counts, 0) or placement
-        step = self._step(graph, counts, placement)
-        steps = self.settings.training_steps
-        timing = Timing(jct_ms=steps * step.step_ms, comm_overhead_ms=steps * step.exposed_comm_ms)
+        timing = self._timing(self._step(graph, counts, placement))
         if scale != 1.0:
             timing = Timing(jct_ms=timing.jct_ms * scale,
                             comm_overhead_ms=timing.comm_overhead_ms * scale)
         return timing
+
+    def timings(self, graph: JobGraph, work: list[tuple[tuple[int, ...], Placement]],
+                progress: bool = False) -> list[Timing]:
+        """:meth:`timing` of each (counts, placement) of ``graph``: the steps not known yet are
+        simulated :data:`STEP_THREADS` at a time (the compiled loop releases the GIL), then
+        kept in ``work``'s order, so the cache file is the same as one by one. ``progress``: a
+        bar over the simulations."""
+        if self.settings.preset == "ddls":
+            work = [(counts, self.place(graph, counts, 0) or placement)
+                    for counts, placement in work]
+        store = self._store(graph)
+        keys = [placement.canonical_key(self.cluster) for _, placement in work]
+        missing = {key: item for key, item in zip(keys, work) if key not in store}
+
+        def simulate(item: tuple[tuple[int, ...], Placement]) -> StepTiming:
+            return simulate_step(partition(graph, item[0]), item[1], self.cluster, self.settings)
+
+        if missing:
+            bar = tqdm(total=len(missing), desc=f"times {graph.name}", unit="step", leave=False,
+                       disable=None if progress else True)
+            pool = ThreadPoolExecutor(min(STEP_THREADS, len(missing)))
+            try:
+                with bar:
+                    for key, step in zip(missing, pool.map(simulate, missing.values())):
+                        store[key] = step
+                        if self.persist:
+                            self._append(graph, key, step)
+                        bar.update()
+            finally:  # a stop (Ctrl-C) waits for the simulations running, not for the rest
+                pool.shutdown(wait=True, cancel_futures=True)
+        return [self._timing(store[key]) for key in keys]
+
+    def _timing(self, step: StepTiming) -> Timing:
+        steps = self.settings.training_steps
+        return Timing(jct_ms=steps * step.step_ms, comm_overhead_ms=steps * step.exposed_comm_ms)
 
     def _step(self, graph: JobGraph, counts: tuple[int, ...], placement: Placement) -> StepTiming:
         store = self._store(graph)
@@ -601,9 +692,10 @@ class JctModel:
             if model is None:
                 model = JctModel(cluster, settings, persist)
             jct, comm = np.full(size, np.nan), np.full(size, np.nan)
-            for d in tqdm(placements, desc=f"times {graph.name}", unit="degree", leave=False,
-                          disable=None if progress else True):
-                timing = model.timing(graph, counts[d], placements[d])
+            degrees = list(placements)
+            timings = model.timings(graph, [(counts[d], placements[d]) for d in degrees],
+                                    progress)
+            for d, timing in zip(degrees, timings):
                 jct[d], comm[d] = timing.jct_ms, timing.comm_overhead_ms
             return jct, comm
 

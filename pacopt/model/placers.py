@@ -429,17 +429,32 @@ class FootprintMenu:
         and the first footprint holding it (-inf and -1 for a degree with none)."""
         values = np.full(len(self.spans), -np.inf)
         index = np.full(len(self.spans), -1)
-        for j, span in enumerate(self.spans.values()):
-            if span.stop > span.start:
-                index[j] = span.start + int(score[span].argmax())
-                values[j] = score[index[j]]
+        held, starts, lengths = self._segments
+        if len(starts):  # the spans lie end to end: one reduction per quantity, not per span
+            best = np.maximum.reduceat(score, starts)
+            at_best = score == np.repeat(best, lengths)
+            positions = np.where(at_best, np.arange(len(score)), len(score))
+            index[held] = np.minimum.reduceat(positions, starts)
+            values[held] = best
         return values, index
 
+    @cached_property
+    def _segments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The degrees with footprints (their positions in :attr:`degree_index` order), and
+        their spans' starts and lengths."""
+        spans = list(self.spans.values())
+        held = np.array([j for j, span in enumerate(spans) if span.stop > span.start],
+                        dtype=np.int64)
+        starts = np.array([spans[j].start for j in held], dtype=np.int64)
+        lengths = np.array([spans[j].stop - spans[j].start for j in held], dtype=np.int64)
+        return held, starts, lengths
+
     def jct(self, degree: int, timer) -> np.ndarray:
-        """The JCTs of ``degree``'s footprints (``timer(placement)`` on first use)."""
+        """The JCTs of ``degree``'s footprints (``timer(footprints)``, their JCTs in order, on
+        first use: the steps they need are simulated together)."""
         span = self.spans[degree]
         if degree not in self.timed:
-            self.jct_ms[span] = [timer(p) for p in self.placements[span]]
+            self.jct_ms[span] = timer(self.placements[span])
             self.timed.add(degree)
         return self.jct_ms[span]
 

@@ -98,6 +98,14 @@ class Tiling:
             out.append(local)
         return out
 
+    def cluster_mask(self, local: int, t: int) -> int:
+        """Tile ``t``'s servers of the tile-local mask ``local``, as a cluster mask (the inverse
+        of :meth:`local_masks` for one tile)."""
+        bits, mask = self._run_bits, 0
+        for start, at in self._runs[t]:
+            mask |= ((local >> at) & bits) << start
+        return mask
+
     def block(self, block: Block, t: int) -> Block:
         """The cluster's block that is tile ``t``'s copy of the tile block ``block``."""
         key = (block.servers, block.shape, t)

@@ -27,10 +27,12 @@ _FREE_BLOCK_CACHE_LIMIT = 500_000
 #: Sizes with at least this many blocks find their first free block through a
 #: :class:`FirstFreeIndex` (a scan of a few hundred masks is faster than keeping one up to date).
 _INDEX_MIN_BLOCKS = 256
-#: On clusters of more than this many servers, the sizes up to :data:`_SHARED_INDEX_SIZES`
-#: (the degrees' sizes: first fit looks several of them up per decision) share one index.
+#: On clusters of more than this many servers, the sizes of each band of
+#: :data:`_SHARED_INDEX_BANDS` (the degrees' sizes: first fit looks several of them up per
+#: decision) share one index, built when a size of the band is first asked for: the sizes above
+#: 16 only for a menu of degrees above 16.
 _SHARED_INDEX_SERVERS = 64
-_SHARED_INDEX_SIZES = 16
+_SHARED_INDEX_BANDS = ((1, 16), (17, 64))
 _SHARED_LOCK = threading.Lock()
 
 
@@ -185,26 +187,27 @@ class RampCluster:
     def _register(self, m: int) -> tuple[Block, ...]:
         """Size ``m``'s blocks, kept, and the index they are looked up with (if any)."""
         blocks = self._blocks_of[m] = self.blocks(m)
-        if self.num_servers > _SHARED_INDEX_SERVERS and m <= _SHARED_INDEX_SIZES:
+        if self.num_servers > _SHARED_INDEX_SERVERS and m <= _SHARED_INDEX_BANDS[-1][1]:
             self._first_free[m] = self._shared_index(m)
         elif len(blocks) >= _INDEX_MIN_BLOCKS:
             self._first_free[m] = (FirstFreeIndex(blocks, self.num_servers), None)
         return blocks
 
     def _shared_index(self, m: int) -> tuple[FirstFreeIndex, slice]:
-        """One index over the blocks of every size up to :data:`_SHARED_INDEX_SIZES` (built
-        on first use), and the span of size ``m``'s blocks in it: a decision that looks up
-        many sizes brings one index up to date, not one per size."""
-        with _SHARED_LOCK:  # one index per cluster, whichever thread asks first
-            shared = self.__dict__.get("_shared")
-            if shared is None:
+        """One index over the blocks of every size of ``m``'s band (:data:`_SHARED_INDEX_BANDS`,
+        built on first use), and the span of size ``m``'s blocks in it: a decision that looks
+        up many sizes brings one index up to date, not one per size."""
+        low, high = next(band for band in _SHARED_INDEX_BANDS if band[0] <= m <= band[1])
+        with _SHARED_LOCK:  # one index per band, whichever thread asks first
+            shared = self.__dict__.setdefault("_shared", {})
+            if low not in shared:
                 every, spans = [], {}
-                for size in range(1, min(_SHARED_INDEX_SIZES, self.num_servers) + 1):
+                for size in range(low, min(high, self.num_servers) + 1):
                     spans[size] = slice(len(every), len(every) + len(self.blocks(size)))
                     every += self.blocks(size)
-                shared = self.__dict__["_shared"] = (
-                    FirstFreeIndex(tuple(every), self.num_servers), spans)
-        return shared[0], shared[1][m]
+                shared[low] = (FirstFreeIndex(tuple(every), self.num_servers), spans)
+        index, spans = shared[low]
+        return index, spans[m]
 
     @cached_property
     def _by_place(self) -> dict[int, dict[tuple, Block]]:
@@ -377,17 +380,26 @@ class FirstFreeIndex:
             self.occupied = occupied
 
     def touched(self, mask: int) -> np.ndarray:
-        """The blocks holding a server of ``mask`` (a block once per such server)."""
-        parts = self._holding(mask)
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        """The blocks holding a server of ``mask`` (a block once per such server), gathered
+        from ``members`` in one pass: a decision brings every size's index up to date with the
+        same change, whose servers are found once (:func:`_server_array`)."""
+        servers = _server_array(mask)
+        first = self.start[servers]
+        lengths = self.start[servers + 1] - first
+        at = np.repeat(first - (np.cumsum(lengths) - lengths), lengths)
+        return self.members[at + np.arange(len(at))]
 
-    def _holding(self, mask: int) -> list[np.ndarray]:
-        """Per server of ``mask``, the blocks holding it (a loop over its bits: faster than
-        numpy for the few dozen servers a decision changes)."""
-        parts = []
-        while mask:
-            low = mask & -mask
-            parts.append(self.holding[low.bit_length() - 1])
-            mask ^= low
-        return parts
+
+#: Server arrays of the masks by which an occupancy changed (shared by the indices).
+_SERVER_ARRAYS = BoundedCache(4096)
+
+
+def _server_array(mask: int) -> np.ndarray:
+    """:func:`servers_of` as a numpy array (cached)."""
+    found = _SERVER_ARRAYS.get(mask)
+    if found is None:
+        bits = np.unpackbits(np.frombuffer(mask.to_bytes((mask.bit_length() + 7) // 8, "little"),
+                                           np.uint8), bitorder="little")
+        found = _SERVER_ARRAYS.put(mask, np.flatnonzero(bits))
+    return found
 
