@@ -52,6 +52,7 @@ from itertools import chain
 
 import numpy as np
 
+from pacopt.infra.arrays import concatenated_ranges
 from pacopt.infra.interrupt import OutOfTime, out_of_time
 from pacopt.model.first_fit import Placement
 from pacopt.model.instance import Instance
@@ -272,12 +273,14 @@ def pattern_options(graph, counts, model: JctModel, cluster: RampCluster,
                     deadline: float | None = None):
     """(placement, JCT, exposed communication) of every candidate placement of ``graph`` at
     per-op ``counts`` (:func:`candidate_placements`)."""
+    placements = candidate_placements(graph, counts, cluster, deadline)
     out = []
-    for n, placement in enumerate(candidate_placements(graph, counts, cluster, deadline)):
-        if n % 64 == 0 and out_of_time(deadline):
+    for n in range(0, len(placements), 64):  # the steps of 64 at a time (JctModel.timings)
+        if out_of_time(deadline):
             raise OutOfTime(f"timing the candidates of {graph.name}")
-        timing = model.timing(graph, counts, placement)
-        out.append((placement, timing.jct_ms, timing.comm_overhead_ms))
+        batch = placements[n:n + 64]
+        timings = model.timings(graph, [(counts, placement) for placement in batch])
+        out += [(p, t.jct_ms, t.comm_overhead_ms) for p, t in zip(batch, timings)]
     return out
 
 
@@ -360,9 +363,7 @@ class ColumnSet:
             if not total:
                 continue
             # every (server, column) pair of the clique, by server, columns in clique order
-            at = np.repeat(self.first[active] - (np.cumsum(lengths) - lengths), lengths)
-            at += np.arange(total)
-            held = self.held[at]
+            held = self.held[concatenated_ranges(self.first[active], lengths)]
             by_server = np.argsort(held, kind="stable")
             server, column = held[by_server], np.repeat(active, lengths)[by_server]
             bounds = np.flatnonzero(np.diff(server)) + 1

@@ -570,9 +570,7 @@ class JctModel:
         """JCT and exposed communication of a placed job, under the preset's rule (module doc).
         ``scale``: the job's work scale (:attr:`JobTable.work_scale`); both times are the
         model's ``training_steps`` times a step, multiplied by it."""
-        if self.settings.preset == "ddls":
-            placement = self.place(graph, counts, 0) or placement
-        timing = self._timing(self._step(graph, counts, placement))
+        timing = self.timings(graph, [(counts, placement)])[0]
         if scale != 1.0:
             timing = Timing(jct_ms=timing.jct_ms * scale,
                             comm_overhead_ms=timing.comm_overhead_ms * scale)
@@ -594,16 +592,17 @@ class JctModel:
         def simulate(item: tuple[tuple[int, ...], Placement]) -> StepTiming:
             return simulate_step(partition(graph, item[0]), item[1], self.cluster, self.settings)
 
-        if missing:
+        if len(missing) == 1:  # no threads for one
+            (key, item), = missing.items()
+            self._keep(graph, key, simulate(item))
+        elif missing:
             bar = tqdm(total=len(missing), desc=f"times {graph.name}", unit="step", leave=False,
                        disable=None if progress else True)
             pool = ThreadPoolExecutor(min(STEP_THREADS, len(missing)))
             try:
                 with bar:
                     for key, step in zip(missing, pool.map(simulate, missing.values())):
-                        store[key] = step
-                        if self.persist:
-                            self._append(graph, key, step)
+                        self._keep(graph, key, step)
                         bar.update()
             finally:  # a stop (Ctrl-C) waits for the simulations running, not for the rest
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -613,14 +612,11 @@ class JctModel:
         steps = self.settings.training_steps
         return Timing(jct_ms=steps * step.step_ms, comm_overhead_ms=steps * step.exposed_comm_ms)
 
-    def _step(self, graph: JobGraph, counts: tuple[int, ...], placement: Placement) -> StepTiming:
-        store = self._store(graph)
-        key = placement.canonical_key(self.cluster)
-        if key not in store:
-            store[key] = simulate_step(partition(graph, counts), placement, self.cluster, self.settings)
-            if self.persist:
-                self._append(graph, key, store[key])
-        return store[key]
+    def _keep(self, graph: JobGraph, key: str, step: StepTiming) -> None:
+        """Store a simulated step (and append it to the graph's cache file)."""
+        self._store(graph)[key] = step
+        if self.persist:
+            self._append(graph, key, step)
 
     def step_timings(self) -> dict[str, dict[str, StepTiming]]:
         """The step timings known so far (simulated, or read from the disk), by graph

@@ -23,6 +23,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+from pacopt.infra.arrays import concatenated_ranges
 from pacopt.infra.bounded_cache import BoundedCache
 from pacopt.model.graph import JobGraph
 
@@ -198,22 +199,6 @@ def partition(graph: JobGraph, counts: tuple[int, ...]) -> PartitionedJob:
     return job
 
 
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The concatenation of ``range(start, start + length)`` over the pairs (int64)."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(lengths)
-    out = np.ones(total, dtype=np.int64)
-    nonempty = lengths > 0
-    out[0] = starts[nonempty][0]
-    firsts = (ends - lengths)[nonempty][1:]
-    # each range starts where the previous one's last value + 1 would have been
-    prev_last = (starts + lengths - 1)[nonempty][:-1]
-    out[firsts] = starts[nonempty][1:] - prev_last
-    return np.cumsum(out)
-
-
 def _build(graph: JobGraph, counts: tuple[int, ...]) -> PartitionedJob:
     n = graph.num_ops
     if len(counts) != n or any(p < 1 for p in counts):
@@ -296,7 +281,7 @@ def _build(graph: JobGraph, counts: tuple[int, ...]) -> PartitionedJob:
     num_sync = first - num_data
     run_first, run_deps, run_group, run_pairs = (np.array(x, dtype=np.int64)
                                                  for x in zip(*runs))
-    member_dep = _ranges(run_first, run_deps)
+    member_dep = concatenated_ranges(run_first, run_deps)
     in_run = np.arange(len(member_dep)) - np.repeat(np.cumsum(run_deps) - run_deps, run_deps)
     member_group = np.repeat(run_group, run_deps) + np.repeat(run_pairs, run_deps) * (in_run // 2)
 

@@ -19,6 +19,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+from pacopt.infra.arrays import concatenated_ranges
 from pacopt.infra.bounded_cache import BoundedCache
 from pacopt.infra.errors import InputError
 
@@ -385,9 +386,7 @@ class FirstFreeIndex:
         same change, whose servers are found once (:func:`_server_array`)."""
         servers = _server_array(mask)
         first = self.start[servers]
-        lengths = self.start[servers + 1] - first
-        at = np.repeat(first - (np.cumsum(lengths) - lengths), lengths)
-        return self.members[at + np.arange(len(at))]
+        return self.members[concatenated_ranges(first, self.start[servers + 1] - first)]
 
 
 #: Server arrays of the masks by which an occupancy changed (shared by the indices).
