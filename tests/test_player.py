@@ -95,24 +95,32 @@ def test_the_compiled_network_plays_the_networks_logits_to_the_bit(env, tmp_path
                 TIE_MARGIN / 4)
 
 
-def test_a_near_tie_is_left_to_the_compiled_network(env, tmp_path, cache, monkeypatch):
-    """With every gap counted a near tie the numpy head decides no choice between degrees and
-    play is the compiled network's; with none, the head decides every move, and alike."""
+def test_a_near_tie_is_decided_by_the_head_in_float64(env, tmp_path, cache, monkeypatch):
+    """With every gap counted a near tie, each choice between degrees is made by the numpy
+    head's float64 logits, without asking the compiled network, and is the network in memory's;
+    with none, the float32 logits decide every move, alike."""
     from pacopt.learned import player
 
     model = _saved(env, tmp_path / "agent.zip", seed=8, spill=True, degree_features=True)
     played = load_player.__wrapped__(str(tmp_path / "agent.zip"), load_checkpoint)
+    played.logits = lambda obs: pytest.fail("the compiled network was asked")
+    second_looks = []
+    scored = played.head._scored
+    monkeypatch.setattr(played.head, "_scored", lambda obs, *layers_and_dtype: (
+        second_looks.append(layers_and_dtype[-1]), scored(obs, *layers_and_dtype))[1])
     for margin in (np.inf, 0.0):
         monkeypatch.setattr(player, "TIE_MARGIN", margin)
+        second_looks.clear()
         obs, _ = env.reset(seed=4)
-        done = False
+        done, choices = False, 0
         while not done:
             mask = env.action_masks()
-            alone = played.head.greedy(obs, mask)
             degree = played.greedy(obs, mask)
             assert degree == greedy_degree(model.policy, obs, mask)
-            assert (alone is None) if margin and mask.sum() > 1 else (alone == degree)
+            choices += mask.sum() > 1
             obs, _, done, _, _ = env.step(degree)
+        assert choices > 20
+        assert second_looks.count(np.float64) == (choices if margin else 0)
 
 
 def test_the_numpy_spill_features_are_torchs():
@@ -184,32 +192,39 @@ def test_a_shipped_export_decides_as_the_compiled_network(env, cache, monkeypatc
     assert decisions > 20
 
 
-def test_a_shipped_exports_near_tie_plays_its_shipped_network_in_an_empty_cache(env, cache,
-                                                                               monkeypatch):
-    """A shipped agent's first near tie in a fresh cache: the compiled network shipped in its
-    export decides (no checkpoint loaded, nothing compiled into the cache), as the network
-    compiled from the checkpoint does."""
+def _unembedded(shipped) -> None:
+    """Forget the graph embeddings of ``shipped``'s export: each graph is then new to it."""
+    shipped.head.export.stored.clear()
+    shipped.head.export.embeddings.clear()
+
+
+def test_a_graph_new_to_a_shipped_export_is_embedded_by_its_shipped_network(env, cache,
+                                                                            monkeypatch):
+    """A graph a shipped export does not embed, in a fresh cache: the compiled network
+    shipped in the export embeds it (no checkpoint loaded, nothing compiled into the cache),
+    and play decides as with the network compiled from the checkpoint."""
     from pacopt.learned import player
     from pacopt.learned.agent import CHECKPOINT_DIR
 
     path = str(CHECKPOINT_DIR / "general-ddls.zip")
     shipped = load_player.__wrapped__(path, load_checkpoint)
+    _unembedded(shipped)
     obs, _ = env.reset(seed=3)
     mask = env.action_masks()
     assert mask.sum() > 1
     with monkeypatch.context() as patched:
-        patched.setattr(player, "TIE_MARGIN", np.inf)  # every choice a near tie
         patched.setattr(player, "_export", lambda *args: pytest.fail("checkpoint loaded"))
         degree = shipped.greedy(obs, mask)
-    assert not any(cache.glob("*.pt"))
+    assert shipped.head.export._module is not None and not any(cache.glob("*.pt"))
     monkeypatch.setattr(player, "read_shipped_export", lambda path: None)
     assert load_player.__wrapped__(path, load_checkpoint).greedy(obs, mask) == degree
 
 
-def test_a_shipped_export_made_by_other_versions_compiles_the_network_on_a_near_tie(
+def test_a_shipped_export_made_by_other_versions_compiles_the_network_for_a_new_graph(
         env, cache, monkeypatch):
-    """A shipped export whose compiled network other torch versions made: its first near tie
-    in a fresh cache compiles the network from the checkpoint, which decides as always."""
+    """A shipped export whose compiled network other torch versions made: a graph it does not
+    embed, in a fresh cache, compiles the network from the checkpoint, which decides as
+    always."""
     from pacopt.learned import player
     from pacopt.learned.agent import CHECKPOINT_DIR
 
@@ -218,7 +233,7 @@ def test_a_shipped_export_made_by_other_versions_compiles_the_network_on_a_near_
         patched.setattr(player, "_runtime", lambda: "torch 0.0")
         shipped = load_player.__wrapped__(path, load_checkpoint)
     assert shipped.head.export._compiled is None
-    monkeypatch.setattr(player, "TIE_MARGIN", np.inf)
+    _unembedded(shipped)
     obs, _ = env.reset(seed=3)
     mask = env.action_masks()
     assert not any(cache.glob("*.pt")) and mask.sum() > 1

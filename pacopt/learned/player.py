@@ -16,10 +16,12 @@ export never outlives what it was made from):
   network.
 
 A later process playing graphs the cache has seen imports no torch at all. The numpy head's
-logits are torch's up to float32 rounding, far below :data:`TIE_MARGIN`; a decision whose two
-best allowed logits are closer than that, and any graph not yet embedded, is left to the
-compiled network, so play decides exactly as the compiled network does, and as the network
-in memory does. A miss loads the checkpoint with every check
+logits are torch's up to float32 rounding, far below :data:`TIE_MARGIN`, so where the two best
+allowed logits are further apart than that play decides as the compiled network and the
+network in memory do. A near tie (closer than that) is decided by the head once more in
+float64: the choice of the network's exact logits (its float32 weights and inputs, rounded
+some 10^9 times more finely), the same with and without torch and whatever a machine's
+summation order. A graph not yet embedded is embedded by the compiled network. A miss loads the checkpoint with every check
 (:func:`~pacopt.learned.agent.load_checkpoint`), compiles its network and writes the export
 (where the cache can be written).
 
@@ -28,10 +30,10 @@ A shipped checkpoint's export ships beside it (``<name>.play.npz``, package data
 embeddings of the graphs it is run on (:data:`SHIPPED_GRAPHS`) and its compiled network with
 the torch and torch-geometric versions that compiled it, made from the checkpoint whose digest
 it records. Play reads it first, with or without torch, so the core install (no torch,
-``pacopt[learned]`` not installed) plays the shipped agents on those graphs. Without torch a
-near tie is decided by the numpy head alone, and a graph the export does not embed is a
-:class:`~pacopt.infra.extras.MissingExtra` naming the ``learned`` extra; with torch both go to
-the compiled network: the shipped one where the versions are today's (so a first run with an
+``pacopt[learned]`` not installed) plays the shipped agents on those graphs, deciding as the
+full install does. Without torch a graph the export does not embed is a
+:class:`~pacopt.infra.extras.MissingExtra` naming the ``learned`` extra; with torch the compiled
+network embeds it: the shipped one where the versions are today's (so a first run with an
 empty cache loads no checkpoint), else the cache's, as above.
 """
 
@@ -43,7 +45,7 @@ import json
 import warnings
 import zipfile
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pacopt.infra.errors import InputError
-from pacopt.infra.extras import available, require
+from pacopt.infra.extras import require
 from pacopt.infra.safe_write import write_atomically
 from pacopt.model.timing_cache import cache_dir
 
@@ -65,8 +67,9 @@ _EXTRA = "pacopt-player.json"
 MAX_EXPORTS = 64
 #: The code an export was compiled from (features.py: the degree scale the network holds).
 _SOURCES = ("gnn.py", "features.py", "player.py")
-#: The numpy head decides alone when the two best allowed logits are further apart than this
-#: times the sum of their rounding scales (:meth:`NumpyHead.scored`). Its logits and torch's
+#: The numpy head's float32 logits decide when the two best allowed logits are further apart
+#: than this times the sum of their rounding scales (:meth:`NumpyHead.scored`), else its
+#: float64 logits (a near tie, :meth:`NumpyHead.greedy`). Its float32 logits and torch's
 #: differ only in float32 rounding (other summation orders), by a small multiple of that scale
 #: times float32's precision (6e-8); a different choice needs a gap below twice the difference.
 #: This is many times the largest difference measured (``docs/experiments.md``), and
@@ -82,7 +85,7 @@ SHIPPED_SUFFIX = ".play.npz"
 SHIPPED_GRAPHS = ("cnn", "resnet", "transformer", "bert", "gpt2", "deepspeech2", "alexnet",
                   "vgg16", "resnet18", "squeezenet1_0", "gnmt", "resnet50", "inception_v3")
 _UNEMBEDDED = "pac-ml on a graph the shipped agents' exports do not embed"
-_COMPILED = "pac-ml's compiled network (a graph not embedded, or more than 1024 degrees)"
+_COMPILED = "pac-ml's compiled network (more than 1024 degrees)"
 
 
 def torch_for_play(what: str = "pac-ml without a shipped export"):
@@ -119,12 +122,10 @@ class Player:
                    extractor.play_logits, network=policy)
 
     def greedy(self, obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
-        """The allowed degree of largest logit (how the agent plays): the numpy head's, a near
-        tie the compiled network's (the numpy head's without torch)."""
+        """The allowed degree of largest logit (how the agent plays): the numpy head's where it
+        scores the observation (:meth:`NumpyHead.greedy`), else the compiled network's."""
         if self.head is not None:
             degree = self.head.greedy(obs, mask)
-            if degree is None and not available("torch"):
-                degree = self.head.greedy(obs, mask, ties=True)
             if degree is not None:
                 return degree
         with torch_for_play().no_grad():
@@ -163,38 +164,52 @@ class NumpyHead:
     def scored(self, obs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
         """The degrees' logits and the scale of their rounding (:func:`_forward`); None for
         more degrees than the head holds."""
+        return self._scored(obs, self.context, self.scorer, np.float32)
+
+    @cached_property
+    def _layers64(self) -> tuple[list[tuple], list[tuple]]:
+        """The context and scorer layers in float64 (a near tie's second look)."""
+        return tuple([tuple(a.astype(np.float64) if isinstance(a, np.ndarray) else a
+                            for a in layer) for layer in layers]
+                     for layers in (self.context, self.scorer))
+
+    def _scored(self, obs: dict[str, np.ndarray], context_layers: list[tuple],
+                scorer_layers: list[tuple], dtype) -> tuple[np.ndarray, np.ndarray] | None:
         actions = obs["actions"]
         n = len(actions)
         if n > len(self.degrees):
             return None
-        x = np.concatenate([self.export.embedding(obs), obs["globals"]])
-        context, scale = _forward(self.context, x, np.zeros_like(x))
+        x = np.concatenate([self.export.embedding(obs), obs["globals"]]).astype(dtype)
+        context, scale = _forward(context_layers, x, np.zeros_like(x))
         if self.spill:
             actions = np.concatenate([actions, _spill_features(actions)], 1)
         degrees = self.degrees[:n]
-        rows = np.concatenate([np.broadcast_to(context, (n, len(context))), actions, degrees], 1)
+        rows = np.concatenate([np.broadcast_to(context, (n, len(context))),
+                               actions.astype(dtype), degrees.astype(dtype)], 1)
         scales = np.concatenate([np.broadcast_to(scale, (n, len(scale))),
                                  np.zeros((n, actions.shape[1] + degrees.shape[1]),
-                                          dtype=np.float32)], 1)
-        logits, scale = _forward(self.scorer, rows, scales)
+                                          dtype=dtype)], 1)
+        logits, scale = _forward(scorer_layers, rows, scales)
         return logits[:, 0], scale[:, 0]
 
-    def greedy(self, obs: dict[str, np.ndarray], mask: np.ndarray,
-               ties: bool = False) -> int | None:
-        """The allowed degree of largest logit, or None when the two best are closer than
-        :data:`TIE_MARGIN` times their rounding scale (or the head cannot score this
-        observation): the compiled network decides those. ``ties``: decide near ties too (the
-        first of the largest logits: play without torch)."""
+    def greedy(self, obs: dict[str, np.ndarray], mask: np.ndarray) -> int | None:
+        """The allowed degree of largest logit (the first of equal ones), or None where the
+        head cannot score this observation (the compiled network plays it). Where the two best
+        float32 logits are closer than :data:`TIE_MARGIN` times their rounding scales (a near
+        tie: float32 rounding could order them either way) the float64 logits decide: the
+        exact network's choice wherever the gap is above float64's rounding, which torch's
+        float32 shares wherever the gap is above its own."""
         scored = self.scored(obs)
         if scored is None:
             return None
         allowed = np.flatnonzero(mask)
         logits, scale = scored[0][allowed], scored[1][allowed]
         order = np.argsort(-logits, kind="stable")
-        if len(order) > 1 and not ties:
+        if len(order) > 1:
             best, second = order[0], order[1]
             if logits[best] - logits[second] < TIE_MARGIN * (scale[best] + scale[second]):
-                return None
+                logits = self._scored(obs, *self._layers64, np.float64)[0][allowed]
+                return int(allowed[int(np.argmax(logits))])
         return int(allowed[order[0]])
 
 
