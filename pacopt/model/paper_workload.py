@@ -23,8 +23,9 @@ PAPER_DISTRIBUTIONS = ("A", "B", "C", "D")
 
 #: Workload seeds that training may use: [0, 10000).
 TRAIN_SEED_RANGE = (0, 10_000)
-#: Seeds on which ``tuned`` is chosen (a subset of the training range).
-TUNING_SEEDS = (0, 1, 2)
+#: Seeds on which ``tuned`` is chosen (a subset of the training range): ten, as three chose
+#: rules that the held-out seeds put 0.014 behind the best of the grid (docs/online.md).
+TUNING_SEEDS = tuple(range(10))
 #: Seeds kept for evaluation only: never used to train or tune anything.
 HELD_OUT_SEEDS = (10_000, 10_001, 10_002, 10_003, 10_004)
 #: Seeds for the final tables only (``benchmarks/bench_fresh.py``): never used to train, tune,
