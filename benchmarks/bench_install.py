@@ -10,7 +10,7 @@ it), and the largest three packages. torch is pinned ``==2.13.0`` by the ``learn
 where a CPU wheel of it is not at hand, pip fetches the CUDA build and the row says so by its
 size.
 
-    python -m benchmarks install                      # every target (10-20 minutes)
+    python -m benchmarks install                      # every target (about 7 minutes)
     python -m benchmarks install --targets core docs  # some
 """
 

@@ -24,6 +24,9 @@ and the plot ``docs/img/scale.png``.
     PACOPT_PIPEDREAM_DIR=... python benchmarks/bench_scale.py --quick    # 3 sizes, fewer jobs
     PACOPT_PIPEDREAM_DIR=... python benchmarks/bench_scale.py --servers-per-rack 8 --sizes 512 1024
 
+``--every-placer`` runs every online method under every placer and preset at 1024 servers
+instead (``--out``: that grid, warm and cold seconds per cell).
+
 ``--out FILE.json`` also writes the cost curve as a results data file (``docs/results/NAME.json``):
 per row of the table its seconds at each size, its memory at the largest and its blocking (the
 exact methods: accepted and bound).
@@ -66,6 +69,14 @@ ONLINE = [("sequential", None, "ddls"), ("para-max", None, "ddls"), ("para-min",
           ("min-feasible", "compact", "physical"),
           ("pac-ml", "compact", "physical")]
 EXACT = ["bound", "cpsat"]
+#: ``--every-placer``: every online method (one K each for the parametric ones, the oracles
+#: beside their online forms) under every (placer, preset) pair, at the largest size.
+EVERY_METHOD = ["sequential", "para-max", "para-min", "random", "min-feasible", "fixed:8",
+                "fixed-or-min:4", "tuned", "tuned-given-label", "elasticflow", "lp-online",
+                "pac-ml", "pac-ml-given-label"]
+PLACEMENTS = [("first-fit", "ddls", "first fit"), ("first-fit", "physical", "first fit (physical)"),
+              ("best-fit", "ddls", "best fit"), ("best-fit", "physical", "best fit (physical)"),
+              ("compact", "physical", "compact (physical)")]
 ROOT = REPOSITORY
 
 
@@ -167,11 +178,17 @@ def main() -> None:
     parser.add_argument("--max-degree", type=int, default=None, metavar="K",
                         help="the model's max_partitions_per_op (default 16, the paper's)")
     add_out_argument(parser)
+    parser.add_argument("--every-placer", action="store_true",
+                        help="every online method under every placer and preset at the largest "
+                             "of --sizes (default 1024), cold and warm; --out writes that grid")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     use_pipedream()
     if args.one:
         print(json.dumps(run_one(json.loads(args.one))))
+        return
+    if args.every_placer:
+        every_placer(max(args.sizes or [1024]), args.jobs, args.max_degree, args.out)
         return
     sizes = args.sizes or ([32, 256, 1024] if args.quick else list(SHAPES))
     jobs, exact_jobs, limit = ((501, 100, 20.0) if args.quick
@@ -221,6 +238,50 @@ def main() -> None:
     if args.out:
         write_cost_curve(args.out, rows, sizes, shapes, jobs, exact_jobs, limit,
                          args.max_degree)
+
+
+def every_placer(servers: int, jobs: int, max_degree: int | None, out: Path | None) -> None:
+    """Every method of :data:`EVERY_METHOD` under every pair of :data:`PLACEMENTS` on
+    ``servers`` servers, each cold then warm (:func:`measure`): a line per run, then the grid
+    (warm / cold seconds per cell, the most memory of a row cold)."""
+    degree = {"max_degree": max_degree} if max_degree else {}
+    cells: dict[str, dict[str, dict]] = {}
+    print(f"{'method':20s} {'placement':22s} {'cold s':>7s} {'s':>6s} {'c/w':>5s} "
+          f"{'cold MB':>7s} {'blocking':>8s}")
+    for method in EVERY_METHOD:
+        for placer, preset, name in PLACEMENTS:
+            row = measure({"method": method, "placer": placer, "preset": preset, "jobs": jobs,
+                           "servers": servers, "shape": SHAPES[servers], **degree})
+            cells.setdefault(method, {})[name] = row
+            if "error" in row:
+                print(f"{method:20s} {name:22s} error: {row['error']}", flush=True)
+                continue
+            print(f"{method:20s} {name:22s} {row['cold_s']:7.2f} {row['seconds']:6.2f} "
+                  f"{row['cold_s'] / row['seconds']:5.2f} {row['cold_mb']:7.0f} "
+                  f"{row['blocking']:8.3f}", flush=True)
+    runs = [r for by in cells.values() for r in by.values() if "error" not in r]
+    if runs:
+        worst = max(runs, key=lambda r: r["cold_s"])
+        ratio = max(runs, key=lambda r: r["cold_s"] / r["seconds"])
+        print(f"\n{len(runs)} runs: cold at most {worst['cold_s']:.2f} s ({label(worst)}), "
+              f"cold / warm at most {ratio['cold_s'] / ratio['seconds']:.2f} ({label(ratio)}), "
+              f"at most {max(r['cold_mb'] for r in runs):.0f} MB cold")
+    if out:
+        table = [[f"`{method}`",
+                  *(f"{by[name]['seconds']:.2f} / {by[name]['cold_s']:.2f} s"
+                    if "error" not in by[name] else None for _, _, name in PLACEMENTS),
+                  max((round(r["cold_mb"]) for r in by.values() if "error" not in r),
+                      default=None)]
+                 for method, by in cells.items()]
+        shape = "x".join(map(str, SHAPES[servers]))
+        write_results(out, f"Every online method under every placer, {servers} servers "
+                           f"({jobs} jobs): warm / cold seconds",
+                      ["method", *(name for _, _, name in PLACEMENTS), "cold MB, most"], table,
+                      notes=f"The paper's workload (beta A, held-out seed 10000) on {shape}, "
+                            f"jobs 1000 x 32 / {servers} ms apart, no horizon; the whole "
+                            "solve, validation included; each run cold (an empty cache folder) "
+                            "then warm in the same folder."
+                            + (f" Degrees up to {max_degree}." if max_degree else ""))
 
 
 def write_cost_curve(path: Path, rows: list[dict], sizes: list[int], shapes: dict, jobs: int,
