@@ -106,8 +106,8 @@ def test_a_near_tie_is_decided_by_the_head_in_float64(env, tmp_path, cache, monk
     played.logits = lambda obs: pytest.fail("the compiled network was asked")
     second_looks = []
     scored = played.head._scored
-    monkeypatch.setattr(played.head, "_scored", lambda obs, *layers_and_dtype: (
-        second_looks.append(layers_and_dtype[-1]), scored(obs, *layers_and_dtype))[1])
+    monkeypatch.setattr(played.head, "_scored", lambda obs, *layers: (
+        second_looks.append(layers[0][0][0].dtype), scored(obs, *layers))[1])
     for margin in (np.inf, 0.0):
         monkeypatch.setattr(player, "TIE_MARGIN", margin)
         second_looks.clear()

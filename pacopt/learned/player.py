@@ -164,7 +164,7 @@ class NumpyHead:
     def scored(self, obs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
         """The degrees' logits and the scale of their rounding (:func:`_forward`); None for
         more degrees than the head holds."""
-        return self._scored(obs, self.context, self.scorer, np.float32)
+        return self._scored(obs, self.context, self.scorer)
 
     @cached_property
     def _layers64(self) -> tuple[list[tuple], list[tuple]]:
@@ -174,18 +174,20 @@ class NumpyHead:
                      for layers in (self.context, self.scorer))
 
     def _scored(self, obs: dict[str, np.ndarray], context_layers: list[tuple],
-                scorer_layers: list[tuple], dtype) -> tuple[np.ndarray, np.ndarray] | None:
+                scorer_layers: list[tuple]) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`scored` by these layers, in their weights' precision."""
+        dtype = context_layers[0][0].dtype
         actions = obs["actions"]
         n = len(actions)
         if n > len(self.degrees):
             return None
-        x = np.concatenate([self.export.embedding(obs), obs["globals"]]).astype(dtype)
+        x = np.concatenate([self.export.embedding(obs), obs["globals"]], dtype=dtype)
         context, scale = _forward(context_layers, x, np.zeros_like(x))
         if self.spill:
             actions = np.concatenate([actions, _spill_features(actions)], 1)
         degrees = self.degrees[:n]
-        rows = np.concatenate([np.broadcast_to(context, (n, len(context))),
-                               actions.astype(dtype), degrees.astype(dtype)], 1)
+        rows = np.concatenate([np.broadcast_to(context, (n, len(context))), actions, degrees], 1,
+                              dtype=dtype)
         scales = np.concatenate([np.broadcast_to(scale, (n, len(scale))),
                                  np.zeros((n, actions.shape[1] + degrees.shape[1]),
                                           dtype=dtype)], 1)
@@ -208,7 +210,7 @@ class NumpyHead:
         if len(order) > 1:
             best, second = order[0], order[1]
             if logits[best] - logits[second] < TIE_MARGIN * (scale[best] + scale[second]):
-                logits = self._scored(obs, *self._layers64, np.float64)[0][allowed]
+                logits = self._scored(obs, *self._layers64)[0][allowed]
                 return int(allowed[int(np.argmax(logits))])
         return int(allowed[order[0]])
 
