@@ -5,10 +5,17 @@ import math
 from collections import Counter
 
 import numpy as np
-
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pacopt.model.communication import all_reduce_seconds, one_to_one_seconds
+from pacopt.model.communication import (
+    MEMORY_BANDWIDTH,
+    all_reduce_array,
+    all_reduce_seconds,
+    one_to_one_array,
+    one_to_one_seconds,
+)
 from pacopt.model.first_fit import first_fit
 from pacopt.model.jct import JctModel
 from pacopt.model.partition import DATA, FANOUT, PAIR, SYNC, op_counts, partition
@@ -188,6 +195,42 @@ def test_partition_counts_follow_the_quantum_rule(pipedream_dir):
         assert {c for c in counts if c > 1} == {p}
     counts = op_counts(graph, 32, 0.01)        # node22 (0.283 ms) needs only 30 quanta
     assert counts[[op.id for op in graph.ops].index("node22")] == 30
+
+
+def _all_reduce_spec(total_bytes, span, cluster, physical):
+    """The all-reduce formula in Python floats and integers (docs/model.md#communication): what
+    the vectorised :func:`all_reduce_array` must give to the bit."""
+    groups, racks, slots = span
+    x = cluster.communication_groups
+    rate = cluster.channel_bandwidth if physical else cluster.channel_bandwidth / x
+    latency = cluster.propagation_latency + 2 * cluster.worker_io_latency
+    comm = comp = 0.0
+    message = total_bytes
+    for size in (groups, min(groups, slots), racks, math.ceil(slots / x)):
+        message = math.ceil(message / size)
+        if size > 1:
+            transceivers = min(x, x // (size - 1))
+            comm += latency + message / (transceivers * rate)
+            comp += message * (size + 1) / MEMORY_BANDWIDTH
+    return 2 * comm + comp
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.sampled_from([(4, 4, 2), (8, 8, 4), (16, 16, 4), (3, 2, 5)]),
+       channels=st.integers(1, 4), physical=st.booleans(), data=st.data())
+def test_vectorised_communication_is_the_formula_to_the_bit(shape, channels, physical, data):
+    cluster = RampCluster(*shape, channels=channels)
+    rows = data.draw(st.lists(st.tuples(  # bytes, and a span servers of this cluster can have
+        st.floats(1.0, 4e9), *(st.integers(1, n) for n in shape)), min_size=1, max_size=20))
+    nbytes = np.array([r[0] for r in rows])
+    spans = np.array([r[1:] for r in rows], dtype=np.int64)
+    got = all_reduce_array(nbytes, spans, cluster, physical)
+    assert [v.hex() for v in got.tolist()] == [
+        _all_reduce_spec(float(b), tuple(map(int, s)), cluster, physical).hex()
+        for b, s in zip(nbytes, spans)]
+    one = one_to_one_array(np.append(nbytes, [0.0, -1.0]), cluster)
+    latency = cluster.propagation_latency + 2 * cluster.worker_io_latency
+    assert one.tolist() == [latency + b / cluster.channel_bandwidth for b in nbytes] + [0.0, 0.0]
 
 
 def test_communication_worked_values():

@@ -6,7 +6,7 @@ preset adds seconds to milliseconds unconverted, as the reference does).
 
 from __future__ import annotations
 
-import math
+import numpy as np
 
 from pacopt.model.topology import RampCluster
 
@@ -15,10 +15,13 @@ MEMORY_BANDWIDTH = 2e12  # bytes/s: the reduction's memory-bound add (reference 
 
 def one_to_one_seconds(nbytes: float, cluster: RampCluster) -> float:
     """A point-to-point transfer between two different servers: latency + 2 x I/O + bytes / B."""
-    if nbytes <= 0:
-        return 0.0
-    return (cluster.propagation_latency + 2 * cluster.worker_io_latency
-            + nbytes / cluster.channel_bandwidth)
+    return float(one_to_one_array(np.float64(nbytes), cluster))
+
+
+def one_to_one_array(nbytes: np.ndarray, cluster: RampCluster) -> np.ndarray:
+    """:func:`one_to_one_seconds` of each of ``nbytes`` (0 where it is not positive)."""
+    latency = cluster.propagation_latency + 2 * cluster.worker_io_latency
+    return np.where(nbytes > 0, latency + nbytes / cluster.channel_bandwidth, 0.0)
 
 
 def all_reduce_seconds(total_bytes: float, servers: set[int], cluster: RampCluster,
@@ -46,16 +49,26 @@ def spread(servers: set[int], cluster: RampCluster) -> tuple[int, int, int]:
 def spread_all_reduce_seconds(total_bytes: float, span: tuple[int, int, int],
                               cluster: RampCluster, physical: bool) -> float:
     """:func:`all_reduce_seconds` over servers of :func:`spread` ``span`` (two or more)."""
-    groups, racks, slots = span
+    return float(all_reduce_array(np.float64(total_bytes), np.array(span), cluster,
+                                  physical))
+
+
+def all_reduce_array(total_bytes: np.ndarray, spans: np.ndarray, cluster: RampCluster,
+                     physical: bool) -> np.ndarray:
+    """:func:`spread_all_reduce_seconds` of each ``total_bytes[i]`` over servers of span
+    ``spans[i]`` (rows of groups, racks, slots): every collective of a step at once. Each
+    operation is the scalar formula's on the same float64 values (after the first stage the
+    messages are whole numbers of bytes, far below 2**53, which a float holds exactly)."""
+    groups, racks, slots = (spans[..., i] for i in range(3))
     x = cluster.communication_groups
     rate = cluster.channel_bandwidth if physical else cluster.channel_bandwidth / x
     latency = cluster.propagation_latency + 2 * cluster.worker_io_latency
-    comm = comp = 0.0
-    message = total_bytes
-    for size in (groups, min(groups, slots), racks, math.ceil(slots / x)):
-        message = math.ceil(message / size)
-        if size > 1:
-            transceivers = min(x, x // (size - 1))  # contending racks are always 1 on RAMP
-            comm += latency + message / (transceivers * rate)
-            comp += message * (size + 1) / MEMORY_BANDWIDTH
+    comm = comp = np.zeros(np.shape(total_bytes))
+    message = np.asarray(total_bytes, dtype=float)
+    for size in (groups, np.minimum(groups, slots), racks, -(-slots // x)):
+        message = np.ceil(message / size)
+        transceivers = np.minimum(x, x // np.maximum(size - 1, 1))  # contending racks: 1
+        staged = size > 1
+        comm = np.where(staged, comm + (latency + message / (transceivers * rate)), comm)
+        comp = np.where(staged, comp + message * (size + 1) / MEMORY_BANDWIDTH, comp)
     return 2 * comm + comp

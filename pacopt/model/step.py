@@ -28,7 +28,7 @@ from itertools import chain
 
 import numpy as np
 
-from pacopt.model.communication import one_to_one_seconds, spread, spread_all_reduce_seconds
+from pacopt.model.communication import all_reduce_array, one_to_one_array
 from pacopt.model.first_fit import Placement
 from pacopt.model.partition import PartitionedJob
 from pacopt.model.settings import ModelSettings
@@ -59,14 +59,7 @@ def dependency_times(job: PartitionedJob, used: np.ndarray, x: np.ndarray, y: np
     total = job.group_bytes
     group_time = np.zeros(job.num_groups)  # the collectives' times
     collective = np.zeros(job.num_groups, dtype=bool)
-    known: dict[tuple, float] = {}  # (bytes, span) -> ms
-
-    def timed(nbytes: float, span: tuple[int, int, int]) -> float:
-        t = known.get((nbytes, span))
-        if t is None:
-            t = known[nbytes, span] = scale * spread_all_reduce_seconds(
-                nbytes, span, cluster, physical)
-        return t
+    coords = cluster.coords_array
 
     # Fanouts whose sources and destinations lie on the same servers, as multisets: one
     # collective over those servers.
@@ -76,13 +69,19 @@ def dependency_times(job: PartitionedJob, used: np.ndarray, x: np.ndarray, y: np
         size = len(fanouts) * width
         sources = np.bincount(rows * width + x[deps], minlength=size).reshape(-1, width)
         targets = np.bincount(rows * width + y[deps], minlength=size).reshape(-1, width)
-        for i in np.flatnonzero((sources == targets).all(axis=1)).tolist():
-            g = int(fanouts[i])
-            collective[g] = True
-            on = used[sources[i] > 0].tolist()
-            nbytes = float(total[g])
-            if len(on) > 1 and nbytes > 0:
-                group_time[g] = timed(nbytes, spread(set(on), cluster))
+        same = np.flatnonzero((sources == targets).all(axis=1))
+        collective[fanouts[same]] = True
+        on = sources[same] > 0  # which of the job's servers each collective spans
+        nbytes = total[fanouts[same]]
+        live = (on.sum(axis=1) > 1) & (nbytes > 0)
+        if live.any():
+            # the distinct groups, racks and slots of each: :func:`spread`, all rows at once
+            at = coords[used]
+            spans = np.column_stack([
+                (on[live].astype(np.int64) @ (at[:, a, None] == np.arange(at[:, a].max() + 1))
+                 > 0).sum(axis=1) for a in range(3)])
+            group_time[fanouts[same[live]]] = scale * all_reduce_array(nbytes[live], spans, cluster,
+                                                                      physical)
 
     # Sync pairs: a collective over their two servers.
     pairs, first = job.pair_groups
@@ -90,23 +89,17 @@ def dependency_times(job: PartitionedJob, used: np.ndarray, x: np.ndarray, y: np
         collective[pairs] = True
         a, b = used[x[first]], used[y[first]]
         live = (a != b) & (total[pairs] > 0)
-        coords = cluster.coords_array
-        code = (coords[a[live]] != coords[b[live]]) @ np.array([4, 2, 1])  # groups, racks, slots
-        nbytes, which = np.unique(total[pairs[live]], return_inverse=True)
-        combos = which * 8 + code
-        seen = np.zeros(8 * len(nbytes), dtype=bool)
-        seen[combos] = True
-        values = np.zeros(len(seen))
-        for c in np.flatnonzero(seen).tolist():
-            values[c] = timed(float(nbytes[c // 8]), (1 + (c >> 2 & 1), 1 + (c >> 1 & 1),
-                                                       1 + (c & 1)))
-        group_time[pairs[live]] = values[combos]
+        if live.any():
+            # two servers span 1 + (do they differ) groups, racks and slots
+            spans = 1 + (coords[a[live]] != coords[b[live]])
+            group_time[pairs[live]] = scale * all_reduce_array(total[pairs[live]], spans, cluster,
+                                                                physical)
 
     times = group_time[group]
     # Everything else between two servers: one-to-one transfers.
     single = ~collective[group] & (x != y)
     sizes, index = job.size_table
-    one = np.array([scale * one_to_one_seconds(b, cluster) for b in sizes.tolist()])
+    one = scale * one_to_one_array(sizes, cluster)
     times[single] = one[index[single]]
     return times
 
