@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import NamedTuple
@@ -44,8 +43,6 @@ from pacopt.model.timing_cache import TIMING_VERSION, TimingFile, cache_dir  # n
 from pacopt.model.topology import Block, RampCluster
 
 _PLACEMENT_CACHE_LIMIT = 200_000
-#: Step simulations of a table's first read run this many at a time (the machine's cores).
-STEP_THREADS = 2
 _OPTIONS_CACHE_LIMIT = 100_000
 _TILE_WEIGHTS_CACHE_LIMIT = 4_096  # a tile occupancy's block weights
 #: Tile states hold three arrays over a menu's footprints, tens of thousands of them on a tile
@@ -212,6 +209,7 @@ class JctModel:
         self._table_plans: dict[str, tuple] = {}
         self._live_jct = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # -> JCT of a placed choice
         self._timings: dict[tuple, dict[str, StepTiming]] = {}  # per graph file -> key -> timing
+        self._files: dict[str, TimingFile] = {}  # per graph fingerprint
         self._tables: dict[str, JobTable] = {}
         self._menus: dict[str, FootprintMenu] = {}
         self._tile_states = BoundedCache(_TILE_STATE_CACHE_BYTES, TileState.nbytes)
@@ -579,44 +577,39 @@ class JctModel:
     def timings(self, graph: JobGraph, work: list[tuple[tuple[int, ...], Placement]],
                 progress: bool = False) -> list[Timing]:
         """:meth:`timing` of each (counts, placement) of ``graph``: the steps not known yet are
-        simulated :data:`STEP_THREADS` at a time (the compiled loop releases the GIL), then
-        kept in ``work``'s order, so the cache file is the same as one by one. ``progress``: a
-        bar over the simulations."""
+        simulated in ``work``'s order, one after the other (in threads they took as long: most
+        of a simulation holds the GIL), and appended to the cache file together. ``progress``:
+        a bar over the simulations."""
         if self.settings.preset == "ddls":
             work = [(counts, self.place(graph, counts, 0) or placement)
                     for counts, placement in work]
         store = self._store(graph)
         keys = [placement.canonical_key(self.cluster) for _, placement in work]
         missing = {key: item for key, item in zip(keys, work) if key not in store}
-
-        def simulate(item: tuple[tuple[int, ...], Placement]) -> StepTiming:
-            return simulate_step(partition(graph, item[0]), item[1], self.cluster, self.settings)
-
-        if len(missing) == 1:  # no threads for one
-            (key, item), = missing.items()
-            self._keep(graph, key, simulate(item))
-        elif missing:
+        if missing:
+            simulated = {}
             bar = tqdm(total=len(missing), desc=f"times {graph.name}", unit="step", leave=False,
-                       disable=None if progress else True)
-            pool = ThreadPoolExecutor(min(STEP_THREADS, len(missing)))
-            try:
+                       disable=None if progress or len(missing) == 1 else True)
+            try:  # a stop (Ctrl-C) between two simulations keeps those done
                 with bar:
-                    for key, step in zip(missing, pool.map(simulate, missing.values())):
-                        self._keep(graph, key, step)
+                    for key, (counts, placement) in missing.items():
+                        simulated[key] = simulate_step(partition(graph, counts), placement,
+                                                       self.cluster, self.settings)
                         bar.update()
-            finally:  # a stop (Ctrl-C) waits for the simulations running, not for the rest
-                pool.shutdown(wait=True, cancel_futures=True)
+            finally:
+                self._keep(graph, simulated)
         return [self._timing(store[key]) for key in keys]
 
     def _timing(self, step: StepTiming) -> Timing:
         steps = self.settings.training_steps
         return Timing(jct_ms=steps * step.step_ms, comm_overhead_ms=steps * step.exposed_comm_ms)
 
-    def _keep(self, graph: JobGraph, key: str, step: StepTiming) -> None:
-        """Store a simulated step (and append it to the graph's cache file)."""
-        self._store(graph)[key] = step
-        if self.persist:
-            self._append(graph, key, step)
+    def _keep(self, graph: JobGraph, steps: dict[str, StepTiming]) -> None:
+        """Store simulated steps (and append them to the graph's cache file)."""
+        self._store(graph).update(steps)
+        if steps and self.persist and not self._file(graph).append(
+                [(key, step.step_ms, step.exposed_comm_ms) for key, step in steps.items()]):
+            self.persist = False  # a read-only home must not stop the work; keep it in memory
 
     def step_timings(self) -> dict[str, dict[str, StepTiming]]:
         """The step timings known so far (simulated, or read from the disk), by graph
@@ -635,9 +628,13 @@ class JctModel:
     def _file(self, graph: JobGraph) -> TimingFile:
         """The checked on-disk timings of ``graph`` under this cluster and these settings
         (:mod:`pacopt.model.timing_cache`: provenance and checksum on every line)."""
-        settings = {k: v for k, v in self.settings.to_dict().items() if k != "placement"}
-        return TimingFile(f"{graph.name}-{self.settings.preset}", {
-            "graph": graph.fingerprint, "cluster": self.cluster.to_dict(), "model": settings})
+        file = self._files.get(graph.fingerprint)
+        if file is None:
+            settings = {k: v for k, v in self.settings.to_dict().items() if k != "placement"}
+            file = self._files[graph.fingerprint] = TimingFile(
+                f"{graph.name}-{self.settings.preset}",
+                {"graph": graph.fingerprint, "cluster": self.cluster.to_dict(), "model": settings})
+        return file
 
     def _store(self, graph: JobGraph) -> dict[str, StepTiming]:
         ident = graph.fingerprint
@@ -651,10 +648,6 @@ class JctModel:
                     store = {key: StepTiming(*value) for key, value in loaded.items()}
             self._timings[ident] = store
         return self._timings[ident]
-
-    def _append(self, graph: JobGraph, key: str, timing: StepTiming) -> None:
-        if not self._file(graph).append(key, timing.step_ms, timing.exposed_comm_ms):
-            self.persist = False  # a read-only home must not stop the work; keep it in memory
 
     # ----- the per-job table ---------------------------------------------------------------------
     def table(self, graph: JobGraph, progress: bool = False) -> JobTable:

@@ -153,12 +153,12 @@ class TimingFile:
         except (InputError, OSError):  # a cache that cannot be cleaned is still not trusted
             return
 
-    def append(self, key: str, step_ms: float, exposed_ms: float) -> bool:
-        """Append one timing (one ``write`` of one line with ``O_APPEND``: safe across
-        processes; a line cut short before it by a killed writer stays on its own line).
-        False when the cache cannot be written."""
+    def append(self, timings: list[tuple[str, float, float]]) -> bool:
+        """Append timings, each ``(key, step_ms, exposed_ms)`` (one ``write`` of their lines with
+        ``O_APPEND``: safe across processes; a line cut short before them by a killed writer
+        stays on its own line). False when the cache cannot be written."""
         path = self.path
-        text = self.line(key, step_ms, exposed_ms).encode()
+        text = "".join(self.line(*timing) for timing in timings).encode()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             if path.exists() and not path.is_file():
@@ -169,7 +169,8 @@ class TimingFile:
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
                     text = b"\n" + text
-                os.write(fd, text)
+                while text:  # a regular file takes it in one write, unless it fills up
+                    text = text[os.write(fd, text):]
             finally:
                 os.close(fd)
         except OSError:
