@@ -589,7 +589,7 @@ class JctModel:
         if missing:
             simulated = {}
             bar = tqdm(total=len(missing), desc=f"times {graph.name}", unit="step", leave=False,
-                       disable=None if progress or len(missing) == 1 else True)
+                       disable=None if progress and len(missing) > 1 else True)
             try:  # a stop (Ctrl-C) between two simulations keeps those done
                 with bar:
                     for key, (counts, placement) in missing.items():
