@@ -27,6 +27,9 @@ and the plot ``docs/img/scale.png``.
 ``--every-placer`` runs every online method under every placer and preset at 1024 servers
 instead (``--out``: that grid, warm and cold seconds per cell).
 
+``--repeat N`` runs each point N times, each in its own fresh cache folder, and reports the
+fastest cold and warm seconds and the most memory (on a noisy machine).
+
 ``--out FILE.json`` also writes the cost curve as a results data file (``docs/results/NAME.json``):
 per row of the table its seconds at each size, its memory at the largest and its blocking (the
 exact methods: accepted and bound).
