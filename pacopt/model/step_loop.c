@@ -78,6 +78,25 @@ DEFINE_INDEX_HEAP(flows, flow_before)
 typedef struct { double fin; int32_t dep; } Due;
 typedef struct { Due *items; int64_t size, capacity; } DueHeap;
 
+/* Linked lists of flows in one growing pool: a group of leaders with the same finish time. */
+typedef struct { int32_t *dep, *next; int64_t size, capacity; } Nodes;
+
+static int32_t node_new(Nodes *n, int32_t dep, int32_t next) {
+    if (n->size == n->capacity) {
+        int64_t capacity = n->capacity ? 2 * n->capacity : 64;
+        int32_t *deps = realloc(n->dep, (size_t)capacity * sizeof(int32_t));
+        if (!deps) return -1;
+        n->dep = deps;
+        int32_t *nexts = realloc(n->next, (size_t)capacity * sizeof(int32_t));
+        if (!nexts) return -1;
+        n->next = nexts;
+        n->capacity = capacity;
+    }
+    n->dep[n->size] = dep;
+    n->next[n->size] = next;
+    return (int32_t)n->size++;
+}
+
 static int due_push(DueHeap *h, double fin, int32_t dep) {
     if (h->size == h->capacity) {
         int64_t capacity = h->capacity ? 2 * h->capacity : 64;
@@ -121,8 +140,14 @@ typedef struct {
     int32_t *flow_heap; int64_t *flow_base, *flow_size; /* per channel, in one buffer */
     double *rem, *fin_of;
     int32_t *pending, *running, *finished_ops, *finished_deps, *instant, *touched;
+    int32_t *pushed;                                    /* per channel: its last leader pushed */
+    int32_t *next_due;  /* per flow: the next flow of its group in in_flight (-1: the last) */
     uint8_t *done, *is_touched;
-    DueHeap in_flight, leaders;
+    DueHeap in_flight, leaders; /* one entry per group of flows with the same finish time:
+                                 * in_flight's of flows released together (its first flow
+                                 * standing for it, next_due the rest), leaders' of channels'
+                                 * new leaders (a node of groups, the first one checked) */
+    Nodes groups;
 } Work;
 
 /* The first ready, unfinished flow of channel c (finished ones leave lazily), or -1. */
@@ -161,15 +186,23 @@ static int run(const Job *job, Work *w, double *t_out, double *exposed_out) {
         } else {
             double comm_min = INFINITY;
             if (w->in_flight.size > 0) {
-                /* the first finish of a channel's leading flow */
+                /* the first finish of a channel's leading flow: the first group with a
+                 * member that still leads (members that do not are dropped as met) */
                 for (;;) {
                     if (w->leaders.size == 0) return STUCK;
-                    Due top = w->leaders.items[0];
-                    if (!w->done[top.dep] && leader(job, w, job->channel[top.dep]) == top.dep) {
-                        comm_min = top.fin - t;
+                    int32_t head = w->leaders.items[0].dep;
+                    int32_t d = w->groups.dep[head];
+                    if (!w->done[d] && leader(job, w, job->channel[d]) == d) {
+                        comm_min = w->leaders.items[0].fin - t;
                         break;
                     }
-                    due_pop(&w->leaders);
+                    int32_t next = w->groups.next[head];
+                    if (next >= 0) {  /* the next member takes the head's place */
+                        w->groups.dep[head] = w->groups.dep[next];
+                        w->groups.next[head] = w->groups.next[next];
+                    } else {
+                        due_pop(&w->leaders);
+                    }
                 }
             }
             tick = op_min < comm_min ? op_min : comm_min;
@@ -195,12 +228,15 @@ static int run(const Job *job, Work *w, double *t_out, double *exposed_out) {
         } else {
             double end = t + tick;
             while (w->in_flight.size > 0 && w->in_flight.items[0].fin <= end) {
-                w->finished_deps[n_finished_deps++] = w->in_flight.items[0].dep;
+                for (int32_t d = w->in_flight.items[0].dep; d >= 0; d = w->next_due[d])
+                    w->finished_deps[n_finished_deps++] = d;
                 due_pop(&w->in_flight);
             }
         }
         t += tick;
         remaining -= n_finished_ops + n_finished_deps;
+        int32_t group = -1;  /* the first flow of the last group put in in_flight this tick */
+        double group_fin = 0.0;
         for (int64_t i = 0; i < n_finished_ops; i++) {  /* release their dependencies */
             int32_t s = w->finished_ops[i];
             for (int64_t j = job->leave_start[s]; j < job->leave_start[s + 1]; j++) {
@@ -212,7 +248,15 @@ static int run(const Job *job, Work *w, double *t_out, double *exposed_out) {
                 }
                 double fin = t + job->dep_ms[d];
                 w->fin_of[d] = fin;
-                if (due_push(&w->in_flight, fin, d)) return NO_MEMORY;
+                if (group >= 0 && fin == group_fin) {  /* a sub-op's flows mostly take as long */
+                    w->next_due[d] = w->next_due[group];
+                    w->next_due[group] = d;
+                } else {
+                    w->next_due[d] = -1;
+                    if (due_push(&w->in_flight, fin, d)) return NO_MEMORY;
+                    group = d;
+                    group_fin = fin;
+                }
                 flows_push(job, w->flow_heap + w->flow_base[c], &w->flow_size[c], d);
                 if (!w->is_touched[c]) { w->is_touched[c] = 1; w->touched[n_touched++] = c; }
             }
@@ -230,12 +274,27 @@ static int run(const Job *job, Work *w, double *t_out, double *exposed_out) {
                 }
             }
         }
-        /* every channel whose flows changed: its leader (perhaps new) among the candidates */
+        /* every channel whose flows changed: its leader among the candidates, if new (a
+         * leader only changes when its channel is touched, so the last one pushed is still
+         * there while it leads: pushing it again would only add a duplicate to drop) */
+        int32_t head = -1;  /* the group of the last leader put in this tick */
+        double head_fin = 0.0;
         for (int64_t i = 0; i < n_touched; i++) {
             int32_t c = w->touched[i];
             w->is_touched[c] = 0;
             int32_t d = leader(job, w, c);
-            if (d >= 0 && due_push(&w->leaders, w->fin_of[d], d)) return NO_MEMORY;
+            if (d < 0 || d == w->pushed[c]) continue;
+            w->pushed[c] = d;
+            double fin = w->fin_of[d];
+            if (head >= 0 && fin == head_fin) {
+                int32_t node = node_new(&w->groups, d, w->groups.next[head]);
+                if (node < 0) return NO_MEMORY;
+                w->groups.next[head] = node;
+            } else {
+                head = node_new(&w->groups, d, -1);
+                if (head < 0 || due_push(&w->leaders, fin, head)) return NO_MEMORY;
+                head_fin = fin;
+            }
         }
         n_touched = 0;
     }
@@ -272,17 +331,20 @@ static int simulate(const Job *job, double *t, double *exposed) {
     w.finished_deps = malloc((size_t)(D + 1) * sizeof(int32_t));
     w.instant = malloc((size_t)(D + 1) * sizeof(int32_t));
     w.touched = malloc((size_t)(C + 1) * sizeof(int32_t));
+    w.pushed = malloc((size_t)(C + 1) * sizeof(int32_t));
+    w.next_due = malloc((size_t)(D + 1) * sizeof(int32_t));
+    if (w.pushed) for (int64_t c = 0; c <= C; c++) w.pushed[c] = -1;
     w.done = calloc((size_t)D + 1, 1);
     w.is_touched = calloc((size_t)C + 1, 1);
     if (w.sub_heap && w.sub_base && w.sub_size && w.flow_heap && w.flow_base && w.flow_size
         && w.rem && w.fin_of && w.pending && w.running && w.finished_ops && w.finished_deps
-        && w.instant && w.touched && w.done && w.is_touched)
+        && w.instant && w.touched && w.pushed && w.next_due && w.done && w.is_touched)
         status = run(job, &w, t, exposed);
     free(w.sub_heap); free(w.sub_base); free(w.sub_size); free(w.flow_heap);
     free(w.flow_base); free(w.flow_size); free(w.rem); free(w.fin_of); free(w.pending);
     free(w.running); free(w.finished_ops); free(w.finished_deps); free(w.instant);
-    free(w.touched); free(w.done); free(w.is_touched);
-    free(w.in_flight.items); free(w.leaders.items);
+    free(w.touched); free(w.pushed); free(w.next_due); free(w.done); free(w.is_touched);
+    free(w.in_flight.items); free(w.leaders.items); free(w.groups.dep); free(w.groups.next);
     return status;
 }
 
