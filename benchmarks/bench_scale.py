@@ -28,7 +28,8 @@ and the plot ``docs/img/scale.png``.
 instead (``--out``: that grid, warm and cold seconds per cell).
 
 ``--repeat N`` runs each point N times, each in its own fresh cache folder, and reports the
-fastest cold and warm seconds and the most memory (on a noisy machine).
+fastest cold and warm seconds and the most memory (on a noisy machine; the exact methods
+run once).
 
 ``--out FILE.json`` also writes the cost curve as a results data file (``docs/results/NAME.json``):
 per row of the table its seconds at each size, its memory at the largest and its blocking (the
@@ -111,10 +112,11 @@ def measure(spec: dict, repeat: int = 1) -> dict:
     once more, warm (the row's ``cold_s`` and ``cold_mb`` are of the first run). ``repeat``:
     that many times, each in its own fresh folder: the fastest cold and warm seconds (the
     machine's noise only ever adds time) and the most memory; every repeat must block the
-    same jobs (a run is reproducible)."""
+    same jobs (a run is reproducible). An exact method runs once (its time limit and threads
+    make it neither cold nor reproducible)."""
     command = [sys.executable, "-m", "benchmarks", "scale", "--one", json.dumps(spec)]
     best = None
-    for _ in range(repeat):
+    for _ in range(1 if spec["method"] in EXACT else repeat):
         with tempfile.TemporaryDirectory(prefix="pacopt-scale-") as cache:
             env = {**os.environ, "PACOPT_CACHE_DIR": cache}
             cold = None
@@ -198,7 +200,7 @@ def main() -> None:
                         help="every online method under every placer and preset at the largest "
                              "of --sizes (default 1024), cold and warm; --out writes that grid")
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
-                        help="run each point N times, each in a fresh cache folder, and report "
+                        help="run each online point N times, each in a fresh cache folder, and report "
                              "the fastest cold and warm seconds and the most memory (on a noisy "
                              "machine; default 1)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
@@ -308,8 +310,8 @@ def every_placer(servers: int, jobs: int, max_degree: int | None, out: Path | No
 
 
 def _repeats(repeat: int) -> str:
-    return (f" Each point run {repeat} times, each in a fresh cache folder: the fastest cold "
-            "and warm seconds, the most memory." if repeat > 1 else "")
+    return (f" Each online point run {repeat} times, each in a fresh cache folder: the fastest "
+            "cold and warm seconds, the most memory." if repeat > 1 else "")
 
 
 def write_cost_curve(path: Path, rows: list[dict], sizes: list[int], shapes: dict, jobs: int,
