@@ -200,9 +200,9 @@ def main() -> None:
                         help="every online method under every placer and preset at the largest "
                              "of --sizes (default 1024), cold and warm; --out writes that grid")
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
-                        help="run each online point N times, each in a fresh cache folder, and report "
-                             "the fastest cold and warm seconds and the most memory (on a noisy "
-                             "machine; default 1)")
+                        help="run each online point N times, each in a fresh cache folder, and "
+                             "report the fastest cold and warm seconds and the most memory (on a "
+                             "noisy machine; default 1)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     use_pipedream()
