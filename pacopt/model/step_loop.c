@@ -143,10 +143,10 @@ typedef struct {
     int32_t *pushed;                                    /* per channel: its last leader pushed */
     int32_t *next_due;  /* per flow: the next flow of its group in in_flight (-1: the last) */
     uint8_t *done, *is_touched;
-    DueHeap in_flight, leaders; /* one entry per group of flows with the same finish time:
-                                 * in_flight's of flows released together (its first flow
-                                 * standing for it, next_due the rest), leaders' of channels'
-                                 * new leaders (a node of groups, the first one checked) */
+    /* One entry per group of flows with the same finish time. in_flight: flows released in
+     * one tick, the entry naming the first and next_due the rest. leaders: channels' new
+     * leaders, the entry naming a list in groups whose first member is the one checked. */
+    DueHeap in_flight, leaders;
     Nodes groups;
 } Work;
 
