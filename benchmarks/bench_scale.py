@@ -205,6 +205,8 @@ def main() -> None:
                              "noisy machine; default 1)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be 1 or more")
     use_pipedream()
     if args.one:
         print(json.dumps(run_one(json.loads(args.one))))
