@@ -113,3 +113,38 @@ def test_results_file_has_the_docs_format(tmp_path):
         "python -m benchmarks fresh --seeds 2"
     assert command_line(["python -m benchmarks scale", "--out=x.json", "--sizes", "32"]) == \
         "python -m benchmarks scale --sizes 32"
+
+
+def test_the_scale_benchmark_repeats_in_fresh_folders_and_keeps_the_fastest(monkeypatch):
+    """``bench_scale.py --repeat``: each repeat a cold run in a fresh cache folder then a warm
+    one in the same; the fastest seconds and the most memory kept; a repeat that accepts other
+    jobs is an error, not a faster row."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks import bench_scale
+
+    runs = iter([(3.0, 100), (2.0, 90), (2.5, 120), (2.2, 80)])  # (seconds, MB): cold, warm...
+    folders = []
+
+    def fake_run(command, env, **_):
+        folders.append(env["PACOPT_CACHE_DIR"])
+        seconds, mb = next(runs)
+        row = {"seconds": seconds, "rss_mb": mb, "accepted": 7, "blocking": 0.3}
+        return subprocess.CompletedProcess(command, 0, stdout=json.dumps(row) + "\n", stderr="")
+
+    monkeypatch.setattr(bench_scale.subprocess, "run", fake_run)
+    row = bench_scale.measure({"method": "tuned"}, repeat=2)
+    assert (row["cold_s"], row["seconds"], row["cold_mb"], row["rss_mb"]) == (2.5, 2.0, 120, 90)
+    assert folders[0] == folders[1] != folders[2] == folders[3]
+
+    def flaky_run(command, env, **_):
+        flaky_run.calls += 1
+        row = {"seconds": 1.0, "rss_mb": 1, "accepted": 7 + (flaky_run.calls > 2),
+               "blocking": 0.3}
+        return subprocess.CompletedProcess(command, 0, stdout=json.dumps(row) + "\n", stderr="")
+
+    flaky_run.calls = 0
+    monkeypatch.setattr(bench_scale.subprocess, "run", flaky_run)
+    assert "not reproducible" in bench_scale.measure({"method": "tuned"}, repeat=2)["error"][0]
+    flaky_run.calls = 0
+    assert "error" not in bench_scale.measure({"method": "cpsat"}, repeat=2)  # run once
+    assert flaky_run.calls == 1
