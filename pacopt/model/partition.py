@@ -147,6 +147,15 @@ class PartitionedJob:
         return pairs, self.member_dep[starts]
 
     @cached_property
+    def pair_bytes(self) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct bytes of the ``PAIR`` groups, as runs (an op's pairs all carry two of
+        its shards, and lie together): each run's bytes, and each pair group's run (int32)."""
+        total = self.group_bytes[self.pair_groups[0]]
+        new = np.ones(len(total), dtype=bool)  # where a run begins
+        new[1:] = total[1:] != total[:-1]
+        return total[new], (np.cumsum(new) - 1).astype(np.int32)
+
+    @cached_property
     def size_table(self) -> tuple[np.ndarray, np.ndarray]:
         """A table of the dependency sizes (a few hundred, each link's and each split op's
         shard), and each dependency's index into it (int32)."""

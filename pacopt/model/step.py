@@ -48,6 +48,10 @@ class StepTiming:
     exposed_comm_ms: float  # time in which flows were in flight and no worker was computing
 
 
+#: The 8 spans of two distinct servers (groups, racks, slots), by which of the three differ.
+_PAIR_SPANS = 1 + ((np.arange(8)[:, None] >> np.arange(3)) & 1)
+
+
 def dependency_times(job: PartitionedJob, used: np.ndarray, x: np.ndarray, y: np.ndarray,
                      cluster: RampCluster, settings: ModelSettings) -> np.ndarray:
     """Run time (ms) of every dependency between different servers, its source and target
@@ -90,10 +94,15 @@ def dependency_times(job: PartitionedJob, used: np.ndarray, x: np.ndarray, y: np
         a, b = used[x[first]], used[y[first]]
         live = (a != b) & (total[pairs] > 0)
         if live.any():
-            # two servers span 1 + (do they differ) groups, racks and slots
-            spans = 1 + (coords[a[live]] != coords[b[live]])
-            group_time[pairs[live]] = scale * all_reduce_array(total[pairs[live]], spans, cluster,
-                                                                physical)
+            # two servers span 1 + (do they differ) groups, racks and slots: one of 8 spans,
+            # and a pair's bytes are one of its op's few: the formula once per (bytes, span)
+            differ = coords[a[live]] != coords[b[live]]
+            span = differ[:, 0] + 2 * differ[:, 1] + 4 * differ[:, 2]
+            run_bytes, run = job.pair_bytes
+            times = all_reduce_array(np.repeat(run_bytes[:, None], 8, axis=1),
+                                     np.broadcast_to(_PAIR_SPANS, (len(run_bytes), 8, 3)),
+                                     cluster, physical)
+            group_time[pairs[live]] = scale * times[run[live], span]
 
     times = group_time[group]
     # Everything else between two servers: one-to-one transfers.
