@@ -177,3 +177,30 @@ def test_tuned_without_an_instance_uses_a(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(InputError, match="missing or corrupt"):
         load_tuned(bad)
+
+
+@pytest.mark.parametrize("preset", ["ddls", "physical"])
+@pytest.mark.parametrize("beta, busy", [(0.5, ()), (0.2, (0, 1)), (0.13, (0, 5, 9)), (0.01, ())])
+def test_min_feasible_under_first_fit_times_only_the_degrees_it_reads(pipedream_dir, preset,
+                                                                      beta, busy):
+    """Under first fit ``min-feasible`` reads degree after degree (``Decision.in_time``) and
+    stops at the first in time: the same answer as the live options of every degree, with the
+    table's other degrees never timed."""
+    graph = read_pipedream(pipedream_dir / "resnet18.txt")
+    answers = []
+    for lazy in (True, False):
+        model = JctModel(CLUSTER, ModelSettings(preset=preset), persist=False)
+        table = model.table(graph)
+        state = ClusterState(CLUSTER)
+        for i, server in enumerate(busy):
+            state.mount(1000 + i, 1 << server, (server,), 1e9)
+        d = Decision(job_index=0, job_id="j", graph=graph, max_jct_fraction=beta,
+                     deadline_ms=beta * table.seq_jct_ms, table=table, state=state, model=model)
+        if not lazy:
+            d.options()  # the live options first: the answer read from them
+        answers.append(make_policy("min-feasible").choose(d))
+        if lazy and preset == "ddls":
+            assert "_times" not in table.__dict__  # the whole table never read
+            timed = set(table._degree_jcts)
+            assert timed and max(timed) <= (answers[0] or table.max_degree)
+    assert answers[0] == answers[1]

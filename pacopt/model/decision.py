@@ -138,6 +138,18 @@ class Decision:
         horizon if that is shorter (a job still running there is blocked, ``horizon``)."""
         return min(self.deadline_ms, self.remaining_ms + EPS_MS)
 
+    def in_time(self, degree: int) -> bool:
+        """Whether ``degree`` (1..max) can be placed now and its JCT meets :attr:`limit_ms`.
+        Under first fit, until the live options are read, found for that degree alone
+        (:meth:`~pacopt.model.jct.JctModel.first_fit_jct`): the same answer, with only the
+        degrees asked about timed."""
+        if not 1 <= degree <= self.max_degree:
+            return False
+        if self.placer == "first-fit" and self._options is None:
+            return self.model.first_fit_jct(self.table, degree, self.state.occupied) \
+                <= self.limit_ms
+        return bool(self.options().jct_ms[degree] <= self.limit_ms)
+
     def worthwhile_mask(self) -> np.ndarray:
         """Degrees worth choosing: reject, and every degree the placer can place now whose JCT
         meets the deadline and ends by the horizon (:attr:`limit_ms`; any other degree blocks

@@ -70,8 +70,9 @@ class JobTable:
 
     The times are simulated when first read (``timer``: every placed degree's, at once), so an
     episode that never reads them never pays for them: ``sequential`` under first fit reads
-    ``placed`` and times only the degree it plays. A pickled table carries its times, not the
-    model that simulates them.
+    ``placed`` and times only the degree it plays. :meth:`degree_jct_ms` reads one degree's
+    (``degree_timer``: that degree's step alone, until the whole table is read). A pickled table
+    carries its times, not the model that simulates them.
     """
 
     graph: JobGraph
@@ -82,6 +83,7 @@ class JobTable:
     workers: np.ndarray
     timer: Callable[[], tuple[np.ndarray, np.ndarray]] | None = field(repr=False, compare=False)
     work_scale: float = 1.0
+    degree_timer: Callable[[int], float] | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def _times(self) -> tuple[np.ndarray, np.ndarray]:
@@ -95,12 +97,28 @@ class JobTable:
     def jct_ms(self) -> np.ndarray:
         return self._times[0]
 
+    def degree_jct_ms(self, degree: int) -> float:
+        """``jct_ms[degree]`` (a placed degree), its step alone timed while the table's times
+        are not read yet: a policy that reads a few degrees times only those."""
+        if "_times" in self.__dict__ or self.degree_timer is None or self.work_scale != 1.0:
+            return float(self.jct_ms[degree])
+        known = self._degree_jcts.get(degree)
+        if known is None:
+            known = self._degree_jcts[degree] = self.degree_timer(degree)
+        return known
+
+    @cached_property
+    def _degree_jcts(self) -> dict[int, float]:
+        return {}
+
     @property
     def comm_overhead_ms(self) -> np.ndarray:
         return self._times[1]
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_times": self._times, "timer": None}
+        state = {**self.__dict__, "_times": self._times, "timer": None, "degree_timer": None}
+        state.pop("_degree_jcts", None)
+        return state
 
     @property
     def max_degree(self) -> int:
@@ -291,6 +309,23 @@ class JctModel:
         for array in (placeable, workers, jct):
             array.flags.writeable = False
         return self._options.put(key, LiveOptions(placeable, workers, jct, tuple(masks)))
+
+    def first_fit_jct(self, table: JobTable, degree: int, occupied: int) -> float:
+        """``live_options(table, occupied).jct_ms[degree]`` under first fit (``inf``: no room
+        now), found for that degree alone: its first-fit choice, and its step timed only if not
+        known. A policy that reads a few degrees (``min-feasible`` stops at the first in time)
+        times a few, not every degree of the table."""
+        if table.work_scale != 1.0:  # as live_options: the graph's time, then scaled
+            return self.first_fit_jct(self.table(table.graph), degree, occupied) * table.work_scale
+        if not table.placed[degree]:
+            return float("inf")
+        plan = self.plan(table.graph, table.counts[degree])
+        choice = plan.fit(occupied)
+        if choice is None:
+            return float("inf")
+        if self.settings.preset == "ddls":
+            return table.degree_jct_ms(degree)
+        return float(self._placed_jcts([(plan, choice)])[0])
 
     def menu(self, table: JobTable) -> FootprintMenu:
         """The candidate footprints of ``table``'s graph at every degree placeable on an empty
@@ -674,23 +709,28 @@ class JctModel:
         owner, cluster, settings, persist = weakref.ref(self), self.cluster, self.settings, \
             self.persist
 
-        def timer() -> tuple[np.ndarray, np.ndarray]:
+        def timed() -> JctModel:
             # a weak reference: a model holding its tables is freed when dropped, not by the
             # collector; a table outliving its model is timed by a fresh one, to the same bits
             model = owner()
-            if model is None:
-                model = JctModel(cluster, settings, persist)
+            return JctModel(cluster, settings, persist) if model is None else model
+
+        def timer() -> tuple[np.ndarray, np.ndarray]:
             jct, comm = np.full(size, np.nan), np.full(size, np.nan)
             degrees = list(placements)
-            timings = model.timings(graph, [(counts[d], placements[d]) for d in degrees],
-                                    progress)
+            timings = timed().timings(graph, [(counts[d], placements[d]) for d in degrees],
+                                      progress)
             for d, timing in zip(degrees, timings):
                 jct[d], comm[d] = timing.jct_ms, timing.comm_overhead_ms
             return jct, comm
 
+        def degree_timer(d: int) -> float:
+            return timed().timings(graph, [(counts[d], placements[d])])[0].jct_ms
+
         table = JobTable(graph=graph, preset=self.settings.preset,
                          seq_jct_ms=graph.seq_jct_ms(self.settings.training_steps),
-                         counts=tuple(counts), placed=placed, workers=workers, timer=timer)
+                         counts=tuple(counts), placed=placed, workers=workers, timer=timer,
+                         degree_timer=degree_timer)
         self._tables[graph.fingerprint] = table
         return table
 

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 def min_feasible(decision: Decision) -> int:
     """The smallest degree placeable now whose JCT meets the deadline and ends by the horizon
     (:attr:`Decision.limit_ms`); 0 if none does."""
+    if decision.placer == "first-fit":  # degree by degree: those above the answer untimed
+        return next((d for d in range(1, decision.max_degree + 1) if decision.in_time(d)), 0)
     # jct_ms is inf where not placeable, so one comparison covers both conditions
     ok = np.flatnonzero(decision.options().jct_ms <= decision.limit_ms)
     return int(ok[0]) if len(ok) else 0
@@ -108,11 +110,6 @@ class RandomDegree:
 HEURISTICS = {cls.name: cls for cls in (Sequential, ParaMax, ParaMin, RandomDegree, MinFeasible)}
 
 
-def _in_time(decision: Decision, degree: int) -> bool:
-    """``degree`` can be placed now and its JCT meets the deadline and ends by the horizon."""
-    return degree <= decision.max_degree and decision.options().jct_ms[degree] <= decision.limit_ms
-
-
 class FixedDegree(_Deterministic):
     """Degree K when the placer can place it now and its JCT meets the deadline (and ends by the
     horizon); else reject."""
@@ -122,7 +119,7 @@ class FixedDegree(_Deterministic):
         self.name = f"fixed:{degree}"
 
     def choose(self, decision: Decision) -> int:
-        return self.degree if _in_time(decision, self.degree) else 0
+        return self.degree if decision.in_time(self.degree) else 0
 
 
 class FixedOrMin(_Deterministic):
@@ -134,7 +131,7 @@ class FixedOrMin(_Deterministic):
         self.name = f"fixed-or-min:{degree}"
 
     def choose(self, decision: Decision) -> int:
-        return self.degree if _in_time(decision, self.degree) else min_feasible(decision)
+        return self.degree if decision.in_time(self.degree) else min_feasible(decision)
 
 
 #: Where ``tuned`` reads its choices (written by ``tools/tune_baselines.py``).
