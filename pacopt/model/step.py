@@ -99,10 +99,8 @@ def dependency_times(job: PartitionedJob, used: np.ndarray, x: np.ndarray, y: np
             differ = coords[a[live]] != coords[b[live]]
             span = differ[:, 0] + 2 * differ[:, 1] + 4 * differ[:, 2]
             run_bytes, run = job.pair_bytes
-            times = all_reduce_array(np.repeat(run_bytes[:, None], 8, axis=1),
-                                     np.broadcast_to(_PAIR_SPANS, (len(run_bytes), 8, 3)),
-                                     cluster, physical)
-            group_time[pairs[live]] = scale * times[run[live], span]
+            by_span = all_reduce_array(run_bytes[:, None], _PAIR_SPANS, cluster, physical)
+            group_time[pairs[live]] = scale * by_span[run[live], span]
 
     times = group_time[group]
     # Everything else between two servers: one-to-one transfers.

@@ -78,33 +78,29 @@ DEFINE_INDEX_HEAP(flows, flow_before)
 typedef struct { double fin; int32_t dep; } Due;
 typedef struct { Due *items; int64_t size, capacity; } DueHeap;
 
+/* Room for one more item in a growing array (doubled when full); 0, or -1 out of memory. */
+static int reserve(void **items, int64_t size, int64_t *capacity, size_t item_size) {
+    if (size < *capacity) return 0;
+    int64_t grown = *capacity ? 2 * *capacity : 64;
+    void *moved = realloc(*items, (size_t)grown * item_size);
+    if (!moved) return -1;
+    *items = moved;
+    *capacity = grown;
+    return 0;
+}
+
 /* Linked lists of flows in one growing pool: a group of leaders with the same finish time. */
-typedef struct { int32_t *dep, *next; int64_t size, capacity; } Nodes;
+typedef struct { int32_t dep, next; } Node;
+typedef struct { Node *items; int64_t size, capacity; } Nodes;
 
 static int32_t node_new(Nodes *n, int32_t dep, int32_t next) {
-    if (n->size == n->capacity) {
-        int64_t capacity = n->capacity ? 2 * n->capacity : 64;
-        int32_t *deps = realloc(n->dep, (size_t)capacity * sizeof(int32_t));
-        if (!deps) return -1;
-        n->dep = deps;
-        int32_t *nexts = realloc(n->next, (size_t)capacity * sizeof(int32_t));
-        if (!nexts) return -1;
-        n->next = nexts;
-        n->capacity = capacity;
-    }
-    n->dep[n->size] = dep;
-    n->next[n->size] = next;
+    if (reserve((void **)&n->items, n->size, &n->capacity, sizeof(Node))) return -1;
+    n->items[n->size] = (Node){dep, next};
     return (int32_t)n->size++;
 }
 
 static int due_push(DueHeap *h, double fin, int32_t dep) {
-    if (h->size == h->capacity) {
-        int64_t capacity = h->capacity ? 2 * h->capacity : 64;
-        Due *items = realloc(h->items, (size_t)capacity * sizeof(Due));
-        if (!items) return -1;
-        h->items = items;
-        h->capacity = capacity;
-    }
+    if (reserve((void **)&h->items, h->size, &h->capacity, sizeof(Due))) return -1;
     int64_t i = h->size++;
     while (i > 0) {
         int64_t parent = (i - 1) / 2;
@@ -191,15 +187,14 @@ static int run(const Job *job, Work *w, double *t_out, double *exposed_out) {
                 for (;;) {
                     if (w->leaders.size == 0) return STUCK;
                     int32_t head = w->leaders.items[0].dep;
-                    int32_t d = w->groups.dep[head];
+                    int32_t d = w->groups.items[head].dep;
                     if (!w->done[d] && leader(job, w, job->channel[d]) == d) {
                         comm_min = w->leaders.items[0].fin - t;
                         break;
                     }
-                    int32_t next = w->groups.next[head];
+                    int32_t next = w->groups.items[head].next;
                     if (next >= 0) {  /* the next member takes the head's place */
-                        w->groups.dep[head] = w->groups.dep[next];
-                        w->groups.next[head] = w->groups.next[next];
+                        w->groups.items[head] = w->groups.items[next];
                     } else {
                         due_pop(&w->leaders);
                     }
@@ -287,9 +282,9 @@ static int run(const Job *job, Work *w, double *t_out, double *exposed_out) {
             w->pushed[c] = d;
             double fin = w->fin_of[d];
             if (head >= 0 && fin == head_fin) {
-                int32_t node = node_new(&w->groups, d, w->groups.next[head]);
+                int32_t node = node_new(&w->groups, d, w->groups.items[head].next);
                 if (node < 0) return NO_MEMORY;
-                w->groups.next[head] = node;
+                w->groups.items[head].next = node;
             } else {
                 head = node_new(&w->groups, d, -1);
                 if (head < 0 || due_push(&w->leaders, fin, head)) return NO_MEMORY;
@@ -344,7 +339,7 @@ static int simulate(const Job *job, double *t, double *exposed) {
     free(w.flow_base); free(w.flow_size); free(w.rem); free(w.fin_of); free(w.pending);
     free(w.running); free(w.finished_ops); free(w.finished_deps); free(w.instant);
     free(w.touched); free(w.pushed); free(w.next_due); free(w.done); free(w.is_touched);
-    free(w.in_flight.items); free(w.leaders.items); free(w.groups.dep); free(w.groups.next);
+    free(w.in_flight.items); free(w.leaders.items); free(w.groups.items);
     return status;
 }
 
