@@ -179,28 +179,41 @@ def test_tuned_without_an_instance_uses_a(tmp_path):
         load_tuned(bad)
 
 
+@pytest.mark.parametrize("placer, cluster", [("first-fit", CLUSTER), ("best-fit", CLUSTER),
+                                             ("compact", CLUSTER),
+                                             ("compact", RampCluster(8, 4, 4))])  # tiled
 @pytest.mark.parametrize("preset", ["ddls", "physical"])
 @pytest.mark.parametrize("beta, busy", [(0.5, ()), (0.2, (0, 1)), (0.13, (0, 5, 9)), (0.01, ())])
-def test_min_feasible_under_first_fit_times_only_the_degrees_it_reads(pipedream_dir, preset,
-                                                                      beta, busy):
-    """Under first fit ``min-feasible`` reads degree after degree (``Decision.in_time``) and
-    stops at the first in time: the same answer as the live options of every degree, with the
-    table's other degrees never timed."""
+def test_min_feasible_times_only_the_degrees_it_reads(pipedream_dir, placer, cluster, preset,
+                                                      beta, busy):
+    """``min-feasible`` reads degree after degree (``Decision.in_time``) and stops at the first
+    in time: the same answer and placement as the live options of every degree, with the other
+    degrees never timed (the table's under ``ddls``, the footprints' under best fit and
+    compact)."""
     graph = read_pipedream(pipedream_dir / "resnet18.txt")
     answers = []
     for lazy in (True, False):
-        model = JctModel(CLUSTER, ModelSettings(preset=preset), persist=False)
+        model = JctModel(cluster, ModelSettings(preset=preset), persist=False)
         table = model.table(graph)
-        state = ClusterState(CLUSTER)
+        state = ClusterState(cluster)
         for i, server in enumerate(busy):
             state.mount(1000 + i, 1 << server, (server,), 1e9)
         d = Decision(job_index=0, job_id="j", graph=graph, max_jct_fraction=beta,
-                     deadline_ms=beta * table.seq_jct_ms, table=table, state=state, model=model)
+                     deadline_ms=beta * table.seq_jct_ms, table=table, state=state, model=model,
+                     placer=placer)
         if not lazy:
             d.options()  # the live options first: the answer read from them
-        answers.append(make_policy("min-feasible").choose(d))
+        degree = make_policy("min-feasible").choose(d)
+        placement = d.placement(degree) if degree else None
+        answers.append((degree, placement and placement.mask))
+        highest = degree or table.max_degree
         if lazy and preset == "ddls":
             assert "_times" not in table.__dict__  # the whole table never read
             timed = set(table._degree_jcts)
-            assert timed and max(timed) <= (answers[0] or table.max_degree)
+            assert timed and max(timed) <= highest
+        if lazy and preset == "physical" and placer != "first-fit":
+            assert d._options is None
+            timed = model.menu(table).timed
+            assert timed and max(timed) <= highest
+            assert len(timed) < table.max_degree or highest == table.max_degree
     assert answers[0] == answers[1]

@@ -54,6 +54,7 @@ class Decision:
     placer: str = "first-fit"  # the episode's placer (pacopt.model.placers)
     requested_degree: int | None = None  # the degree the job's user asked for (trace jobs)
     _options: LiveOptions | None = field(default=None, repr=False)
+    _degree_options: dict[int, LiveOptions] = field(default_factory=dict, repr=False)
 
     @property
     def max_degree(self) -> int:
@@ -75,9 +76,20 @@ class Decision:
             if not self.table.placed[degree]:
                 return None
             return self.model.place(self.graph, self.table.counts[degree], self.state.occupied)
-        if not self.placeable(degree):
-            return None
-        return self.options().placements[degree]
+        options = self._read(degree)
+        return options.placements[degree] if options.placeable[degree] else None
+
+    def _read(self, degree: int) -> LiveOptions:
+        """The live options to read ``degree`` from, under best fit or compact: the whole
+        table once it is read, else that degree's alone (the same entries, only its footprints
+        timed: :meth:`~pacopt.model.jct.JctModel.live_options`)."""
+        if self._options is not None:
+            return self._options
+        options = self._degree_options.get(degree)
+        if options is None:
+            options = self._degree_options[degree] = self.model.live_options(
+                self.table, self.state.occupied, self.placer, self.deadline_ms, degree)
+        return options
 
     def free_blocks(self) -> np.ndarray:
         """Per degree, the weighted free blocks left once the placer's footprint is placed
@@ -140,15 +152,15 @@ class Decision:
 
     def in_time(self, degree: int) -> bool:
         """Whether ``degree`` (1..max) can be placed now and its JCT meets :attr:`limit_ms`.
-        Under first fit, until the live options are read, found for that degree alone
-        (:meth:`~pacopt.model.jct.JctModel.first_fit_jct`): the same answer, with only the
+        Until the live options are read, found for that degree alone (under first fit
+        :meth:`~pacopt.model.jct.JctModel.first_fit_jct`): the same answer, with only the
         degrees asked about timed."""
         if not 1 <= degree <= self.max_degree:
             return False
         if self.placer == "first-fit" and self._options is None:
             return self.model.first_fit_jct(self.table, degree, self.state.occupied) \
                 <= self.limit_ms
-        return bool(self.options().jct_ms[degree] <= self.limit_ms)
+        return bool(self._read(degree).jct_ms[degree] <= self.limit_ms)
 
     def worthwhile_mask(self) -> np.ndarray:
         """Degrees worth choosing: reject, and every degree the placer can place now whose JCT

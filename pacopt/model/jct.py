@@ -263,22 +263,28 @@ class JctModel:
         return self._placements[key]
 
     def live_options(self, table: JobTable, occupied: int, placer: str = "first-fit",
-                     deadline_ms: float | None = None) -> LiveOptions:
+                     deadline_ms: float | None = None, degree: int | None = None
+                     ) -> LiveOptions:
         """Per-degree placeability, footprint and JCT of ``table``'s graph placed by ``placer``
         avoiding ``occupied`` (cached by occupancy). ``ddls`` reads the JCT from the table (one
         JCT per degree, module doc); ``physical`` times each actual placement (cached by it).
         ``deadline_ms`` is the job's: under ``physical``, best fit prefers the footprints that
         meet it (:func:`~pacopt.model.placers.pick`). A job table with a work scale
-        (:meth:`job_table`) gets the graph's options with its JCTs multiplied by the scale."""
+        (:meth:`job_table`) gets the graph's options with its JCTs multiplied by the scale.
+        ``degree`` (best fit and compact): only that degree's entries are filled in, the same
+        as the whole table's, and only its footprints timed; every other degree is unplaced."""
         if table.work_scale != 1.0:
             scale = table.work_scale
             base = self.live_options(self.table(table.graph), occupied, placer,
-                                     None if deadline_ms is None else deadline_ms / scale)
+                                     None if deadline_ms is None else deadline_ms / scale,
+                                     degree)
             jct = base.jct_ms * scale
             jct.flags.writeable = False
             return replace(base, jct_ms=jct)
         if placer != "first-fit":
-            return self._menu_options(table, occupied, placer, deadline_ms)
+            return self._menu_options(table, occupied, placer, deadline_ms, degree)
+        if degree is not None:
+            raise ValueError("first fit reads one degree with first_fit_jct")
         graph = table.graph
         key = (graph.fingerprint, occupied)
         options = self._options.get(key)
@@ -339,19 +345,23 @@ class JctModel:
         return self._menus[key]
 
     def _menu_options(self, table: JobTable, occupied: int, placer: str,
-                      deadline_ms: float | None) -> LiveOptions:
+                      deadline_ms: float | None, degree: int | None = None) -> LiveOptions:
         """:meth:`live_options` under best fit or compact: the footprints free now scored with
-        one product, then per degree the one :func:`~pacopt.model.placers.pick` takes."""
+        one product, then per degree (or for ``degree`` alone) the one
+        :func:`~pacopt.model.placers.pick` takes."""
         ddls = self.settings.preset == "ddls"
         graph = table.graph
         key = (placer, graph.fingerprint, occupied, None if ddls or placer == "compact"
                else deadline_ms)
-        options = self._options.get(key)
+        options = self._options.get(key)  # the whole table holds every degree's
+        if options is None and degree is not None:
+            key += (degree,)
+            options = self._options.get(key)
         if options is not None:
             return options
         if tiling(self.cluster) is not None:
             return self._options.put(key, self._tiled_options(table, occupied, placer,
-                                                              deadline_ms))
+                                                              deadline_ms, degree))
         menu = self.menu(table)
         scorer = free_block_score(self.cluster)
         size = len(table.placed)
@@ -363,6 +373,8 @@ class JctModel:
             score = np.full(len(free), -np.inf)  # -inf: busy
             score[rows] = scorer.score(menu.hits[rows], menu.workers[rows], occupied)
             for d, span in menu.spans.items():
+                if degree is not None and d != degree:
+                    continue
                 here = score[span]
                 if not len(here):
                     continue
@@ -380,7 +392,7 @@ class JctModel:
                 k = span.start + i
                 placeable[d] = True
                 workers[d] = menu.workers[k]
-                jct[d] = table.jct_ms[d] if ddls else menu.jct_ms[k]
+                jct[d] = table.degree_jct_ms(d) if ddls else menu.jct_ms[k]
                 masks[d] = int(menu.masks[k])
                 placements[d] = menu.placements[k]
                 chosen.append(k)
@@ -388,6 +400,8 @@ class JctModel:
             free_blocks[placeable] = scorer.left(None, occupied, menu.hits[chosen])
         fitted = {}
         for d in menu.first_fit:  # too many footprints to choose from: first fit's
+            if degree is not None and d != degree:
+                continue
             found = self._first_fit(table, d, occupied)
             if found is None:
                 continue
@@ -404,7 +418,7 @@ class JctModel:
                                                   tuple(placements), free_blocks))
 
     def _tiled_options(self, table: JobTable, occupied: int, placer: str,
-                       deadline_ms: float | None) -> LiveOptions:
+                       deadline_ms: float | None, degree: int | None = None) -> LiveOptions:
         """:meth:`_menu_options` on a tiled cluster (:mod:`pacopt.model.tiles`): the tile's
         footprints in every tile, each tile scored from its own occupancy (cached by it), the
         best over all tiles per degree (ties to the first tile, then the first footprint); a
@@ -424,7 +438,7 @@ class JctModel:
         lost = np.zeros(size)  # per degree, the free weight its placement breaks
         stacked = None  # every tile's scores and free footprints, one row per tile
         fitted = {}  # the degrees first fit places: degree -> (plan, choice)
-        for d in range(1, size):
+        for d in range(1, size) if degree is None else (degree,):
             if not table.placed[d]:
                 continue
             counts = table.counts[d]
@@ -445,7 +459,7 @@ class JctModel:
                         k = span.start + row
                     jct[d] = timed[k - span.start]
                 else:
-                    jct[d] = table.jct_ms[d]
+                    jct[d] = table.degree_jct_ms(d)
                 placements[d] = (k, t)  # built when read (_TilePlacements)
                 workers[d] = menu.workers[k]
                 masks[d] = tiles.cluster_mask(int(menu.masks[k]), t)
@@ -485,7 +499,7 @@ class JctModel:
         table's under ``ddls``, else each placement's (:meth:`_placed_jcts`)."""
         if self.settings.preset == "ddls":
             for d in fitted:
-                jct[d] = table.jct_ms[d]
+                jct[d] = table.degree_jct_ms(d)
         elif fitted:
             jct[list(fitted)] = self._placed_jcts(list(fitted.values()))
 

@@ -37,11 +37,8 @@ if TYPE_CHECKING:
 def min_feasible(decision: Decision) -> int:
     """The smallest degree placeable now whose JCT meets the deadline and ends by the horizon
     (:attr:`Decision.limit_ms`); 0 if none does."""
-    if decision.placer == "first-fit":  # degree by degree: those above the answer untimed
-        return next((d for d in range(1, decision.max_degree + 1) if decision.in_time(d)), 0)
-    # jct_ms is inf where not placeable, so one comparison covers both conditions
-    ok = np.flatnonzero(decision.options().jct_ms <= decision.limit_ms)
-    return int(ok[0]) if len(ok) else 0
+    # degree by degree: those above the answer are never timed
+    return next((d for d in range(1, decision.max_degree + 1) if decision.in_time(d)), 0)
 
 
 class _Deterministic:
