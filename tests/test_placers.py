@@ -17,6 +17,7 @@ from pacopt.model.decision import Placed
 from pacopt.model.first_fit import Placement
 from pacopt.model.instance import instance_from_dict
 from pacopt.model.jct import JctModel
+from pacopt.model.pipedream import read_pipedream
 from pacopt.model.placers import (
     PLACERS,
     InvalidPlacement,
@@ -24,8 +25,10 @@ from pacopt.model.placers import (
     footprint_placements,
     free_block_score,
 )
+from pacopt.model.settings import ModelSettings
 from pacopt.model.simulator import OnlineEpisode, simulate
 from pacopt.model.solution import Solution
+from pacopt.model.topology import RampCluster
 from pacopt.online.policies import make_policy, tuned_basis, tuned_choice
 from pacopt.solvers.api import solve
 from pacopt.solvers.best_fit import BestFit
@@ -280,3 +283,35 @@ def test_tuned_is_chosen_per_preset_and_placer():
     oracle = make_policy("tuned-given-label", instance)
     assert oracle.tuned_placer == "best-fit"
     assert oracle.choice == tuned_choice(oracle.distribution, "ddls", "best-fit")
+
+
+@pytest.mark.parametrize("cluster", [RampCluster(), RampCluster(8, 4, 4)])  # one tile, tiled
+@pytest.mark.parametrize("preset,placer", [("ddls", "best-fit"), ("physical", "best-fit"),
+                                           ("physical", "compact")])
+def test_one_degree_read_alone_is_that_degree_of_the_whole_table(pipedream_dir, cluster,
+                                                                 preset, placer):
+    """``JctModel.menu_degree`` (best fit and compact, a degree read alone, in any order) gives
+    each degree's entries of ``live_options``, and the table finished after some degrees were
+    read is the one built at once, free blocks included."""
+    rng = np.random.default_rng(7)
+    graph = read_pipedream(pipedream_dir / "gnmt.txt")
+    for _ in range(4):
+        whole, alone = (JctModel(cluster, ModelSettings(preset=preset), persist=False)
+                        for _ in range(2))
+        table, table_alone = whole.table(graph), alone.table(graph)
+        occupied = sum(1 << s for s in range(cluster.num_servers) if rng.random() < 0.4)
+        deadline = float(rng.uniform(0.1, 0.8)) * table.seq_jct_ms
+        options = whole.live_options(table, occupied, placer, deadline)
+        degrees = [int(d) for d in rng.permutation(np.arange(1, table.max_degree + 1))]
+        for d in degrees[:len(degrees) // 2]:
+            placeable, jct, placement = alone.menu_degree(table_alone, occupied, placer,
+                                                          deadline, d)
+            assert placeable == options.placeable[d]
+            assert jct == options.jct_ms[d]
+            assert (placement is None) == (not placeable)
+            if placeable:
+                assert placement.blocks == options.placements[d].blocks
+        finished = alone.live_options(table_alone, occupied, placer, deadline)
+        for field in ("placeable", "workers", "jct_ms", "free_blocks"):
+            np.testing.assert_array_equal(getattr(finished, field), getattr(options, field))
+        assert finished.masks == options.masks

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -33,9 +33,6 @@ from pacopt.model.graph import JobGraph
 from pacopt.model.jct import JctModel, JobTable, LiveOptions
 from pacopt.model.placers import free_block_score
 from pacopt.model.state import EPS_MS, ClusterState
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass
@@ -54,7 +51,7 @@ class Decision:
     placer: str = "first-fit"  # the episode's placer (pacopt.model.placers)
     requested_degree: int | None = None  # the degree the job's user asked for (trace jobs)
     _options: LiveOptions | None = field(default=None, repr=False)
-    _degree_options: dict[int, LiveOptions] = field(default_factory=dict, repr=False)
+    _degrees: dict[int, tuple] = field(default_factory=dict, repr=False)  # see _degree
 
     @property
     def max_degree(self) -> int:
@@ -76,20 +73,22 @@ class Decision:
             if not self.table.placed[degree]:
                 return None
             return self.model.place(self.graph, self.table.counts[degree], self.state.occupied)
-        options = self._read(degree)
-        return options.placements[degree] if options.placeable[degree] else None
+        return self._degree(degree)[2]
 
-    def _read(self, degree: int) -> LiveOptions:
-        """The live options to read ``degree`` from, under best fit or compact: the whole
-        table once it is read, else that degree's alone (the same entries, only its footprints
-        timed: :meth:`~pacopt.model.jct.JctModel.live_options`)."""
+    def _degree(self, degree: int) -> tuple[bool, float, Placement | None]:
+        """Under best fit or compact, ``degree``'s entries of the live options (placeable,
+        JCT, placement): from the whole table once it is read, else found for that degree
+        alone (:meth:`~pacopt.model.jct.JctModel.menu_degree`: only its footprints timed)."""
         if self._options is not None:
-            return self._options
-        options = self._degree_options.get(degree)
-        if options is None:
-            options = self._degree_options[degree] = self.model.live_options(
+            options = self._options
+            placeable = bool(options.placeable[degree])
+            return (placeable, float(options.jct_ms[degree]),
+                    options.placements[degree] if placeable else None)
+        known = self._degrees.get(degree)
+        if known is None:
+            known = self._degrees[degree] = self.model.menu_degree(
                 self.table, self.state.occupied, self.placer, self.deadline_ms, degree)
-        return options
+        return known
 
     def free_blocks(self) -> np.ndarray:
         """Per degree, the weighted free blocks left once the placer's footprint is placed
@@ -157,10 +156,12 @@ class Decision:
         degrees asked about timed."""
         if not 1 <= degree <= self.max_degree:
             return False
-        if self.placer == "first-fit" and self._options is None:
+        if self._options is not None:
+            return bool(self._options.jct_ms[degree] <= self.limit_ms)
+        if self.placer == "first-fit":
             return self.model.first_fit_jct(self.table, degree, self.state.occupied) \
                 <= self.limit_ms
-        return bool(self._read(degree).jct_ms[degree] <= self.limit_ms)
+        return self._degree(degree)[1] <= self.limit_ms
 
     def worthwhile_mask(self) -> np.ndarray:
         """Degrees worth choosing: reject, and every degree the placer can place now whose JCT

@@ -44,6 +44,9 @@ from pacopt.model.topology import Block, RampCluster
 
 _PLACEMENT_CACHE_LIMIT = 200_000
 _OPTIONS_CACHE_LIMIT = 100_000
+#: Options read degree by degree, kept for the next decisions at the same occupancy; each
+#: holds its tiles' scores until finished.
+_BUILDER_CACHE_LIMIT = 256
 _TILE_WEIGHTS_CACHE_LIMIT = 4_096  # a tile occupancy's block weights
 #: Tile states hold three arrays over a menu's footprints, tens of thousands of them on a tile
 #: of 128 servers: their cache is bounded by bytes.
@@ -186,7 +189,7 @@ def _unplaced(size: int) -> tuple:
 
 
 class _TilePlacements(Sequence):
-    """The placements of a tiled cluster's options (:meth:`JctModel._tiled_options`), a tile's
+    """The placements of a tiled cluster's options (:class:`_MenuOptions`), a tile's
     footprint copied into its tile when first read: a decision reads the one it plays, and a
     copy of every op's block costs more than the rest of the options. An entry is a placement,
     None, or (footprint in ``menu``, tile); the copies are kept in ``cache``, shared by every
@@ -213,6 +216,162 @@ class _TilePlacements(Sequence):
         return tuple, (tuple(self),)  # pickled as the placements themselves
 
 
+class _MenuOptions:
+    """Best fit's or compact's live options of one graph at one occupancy, filled in degree by
+    degree (:meth:`fill`) or all at once (:meth:`finish`): the footprints free now scored with
+    one product (on a tiled cluster each tile from its own occupancy, :mod:`pacopt.model.tiles`),
+    then per degree the one :func:`~pacopt.model.placers.pick` takes. A degree's entries do not
+    depend on the others', so a degree filled alone has the same entries as in the whole
+    table, and only its footprints are timed.
+
+    On a tiled cluster the tile's footprints are in every tile, the best over all tiles per
+    degree (ties to the first tile, then the first footprint); a degree with no free footprint
+    in any tile goes to first fit. The score compared is the weighted free blocks a footprint
+    breaks (the cluster's free weight less it is what is left), so tiles compare on one scale.
+    Off tiles, the degrees with too many footprints to enumerate go to first fit."""
+
+    def __init__(self, model: JctModel, table: JobTable, occupied: int, placer: str,
+                 deadline_ms: float | None):
+        self.model, self.table, self.occupied = model, table, occupied
+        self.placer, self.deadline_ms = placer, deadline_ms
+        self.ddls = model.settings.preset == "ddls"
+        self.menu = menu = model.menu(table)
+        self.tiles = tiles = tiling(model.cluster)
+        size = len(table.placed)
+        (self.placeable, self.workers, self.jct_ms, self.free_blocks, self.masks,
+         self.entries) = _unplaced(size)  # entries: placements, or on tiles (footprint, tile)
+        self.filled = np.zeros(size, dtype=bool)
+        self.finished: LiveOptions | None = None
+        self.chosen: dict[int, int] = {}  # degree -> the menu footprint taken (off tiles)
+        if tiles is None:
+            self.placements = self.entries
+            self.scorer = free_block_score(model.cluster)
+            self.free = menu.free(occupied)
+            rows = np.flatnonzero(self.free)
+            self.score = np.full(len(self.free), -np.inf)  # -inf: busy
+            if len(rows):
+                self.score[rows] = self.scorer.score(menu.hits[rows], menu.workers[rows],
+                                                     occupied)
+            self.first_fit = set(menu.first_fit)
+        else:
+            self.placements = _TilePlacements(self.entries, menu, tiles, model._tile_placements)
+            self.locals = tiles.local_masks(occupied)
+            self.states = [model._tile_state(menu, local) for local in self.locals]
+            self.best = np.stack([state.best for state in self.states])  # (tiles, degrees)
+            self.best_tile = self.best.argmax(axis=0)                    # ties: the first tile
+            self.total = sum(state.weight for state in self.states)  # the cluster's free weight
+            self.lost = np.zeros(size)  # per degree, the free weight its placement breaks
+            self.stacked = None  # every tile's scores and free footprints, one row per tile
+
+    def fill(self, degree: int) -> None:
+        """Fill in ``degree``'s entries (once)."""
+        if self.filled[degree]:
+            return
+        self.filled[degree] = True
+        if self.tiles is None:
+            self._fill_flat(degree)
+        elif self.table.placed[degree]:
+            self._fill_tiled(degree)
+
+    def finish(self) -> LiveOptions:
+        """Every degree's entries, as read-only :class:`LiveOptions` (once)."""
+        if self.finished is not None:
+            return self.finished
+        for d in range(1, len(self.filled)):
+            self.fill(d)
+        if self.tiles is None:
+            if self.chosen:
+                degrees = sorted(self.chosen)
+                self.free_blocks[degrees] = self.scorer.left(
+                    None, self.occupied, self.menu.hits[[self.chosen[d] for d in degrees]])
+        else:
+            placeable = self.placeable
+            self.free_blocks[placeable] = np.round(self.total - self.lost[placeable], 9)
+        for array in (self.placeable, self.workers, self.jct_ms, self.free_blocks):
+            array.flags.writeable = False
+        self.score = self.free = self.states = self.stacked = None  # large, and read no more
+        self.finished = LiveOptions(self.placeable, self.workers, self.jct_ms, tuple(self.masks),
+                                    self.placer, self.placements if self.tiles is not None
+                                    else tuple(self.placements), self.free_blocks)
+        return self.finished
+
+    def _fill_flat(self, d: int) -> None:
+        menu, model, table = self.menu, self.model, self.table
+        span = menu.spans.get(d)
+        if span is not None:
+            here = self.score[span]
+            if not len(here):
+                return
+            i = int(here.argmax())  # best fit under ddls: the first best score
+            if here[i] == -np.inf:
+                return
+            if not self.ddls:
+                counts = table.counts[d]
+                timed = menu.jct(d, lambda found: [
+                    timing.jct_ms for timing in model.timings(table.graph,
+                                                              [(counts, p) for p in found])])
+                # best fit's best free footprint stands when it is in time
+                if self.placer != "best-fit" or (self.deadline_ms is not None
+                                                 and timed[i] > self.deadline_ms):
+                    i = pick(self.placer, self.free[span], here, timed, self.deadline_ms)
+            k = span.start + i
+            self.placeable[d] = True
+            self.workers[d] = menu.workers[k]
+            self.jct_ms[d] = table.degree_jct_ms(d) if self.ddls else menu.jct_ms[k]
+            self.masks[d] = int(menu.masks[k])
+            self.entries[d] = menu.placements[k]
+            self.chosen[d] = k
+        elif d in self.first_fit:  # too many footprints to choose from: first fit's
+            placement = self._first_fit(d)
+            if placement is not None:
+                self.free_blocks[d] = self.scorer.left([placement.mask], self.occupied)[0]
+
+    def _fill_tiled(self, d: int) -> None:
+        menu, model, table, tiles = self.menu, self.model, self.table, self.tiles
+        j = menu.degree_index.get(d)
+        t = -1 if j is None else int(self.best_tile[j])
+        if t < 0 or self.best[t, j] == -np.inf:  # no footprint free inside a tile: first fit's
+            placement = self._first_fit(d)
+            if placement is not None:
+                self.lost[d] = model._tile_loss(placement.mask, self.locals)
+            return
+        states = self.states
+        k = int(states[t].best_at[j])  # the tile's first footprint with the best score
+        if not self.ddls:  # a translate times as its tile's original (a symmetry)
+            span, counts = menu.spans[d], table.counts[d]
+            timed = menu.jct(d, lambda found: model._tile_jcts(table.graph, counts, found))
+            if self.placer != "best-fit" or (self.deadline_ms is not None
+                                             and timed[k - span.start] > self.deadline_ms):
+                if self.stacked is None:
+                    self.stacked = (np.stack([state.score for state in states]),
+                                    np.stack([state.free for state in states]))
+                t, row = divmod(pick(self.placer, self.stacked[1][:, span],
+                                     self.stacked[0][:, span], timed, self.deadline_ms),
+                                span.stop - span.start)
+                k = span.start + row
+            self.jct_ms[d] = timed[k - span.start]
+        else:
+            self.jct_ms[d] = table.degree_jct_ms(d)
+        self.entries[d] = (k, t)  # built when read (_TilePlacements)
+        self.workers[d] = menu.workers[k]
+        self.masks[d] = tiles.cluster_mask(int(menu.masks[k]), t)
+        self.lost[d] = states[t].broken[k]
+        self.placeable[d] = True
+
+    def _first_fit(self, d: int) -> Placement | None:
+        """Fill in ``d`` as first fit places it (None: no room)."""
+        found = self.model._first_fit(self.table, d, self.occupied)
+        if found is None:
+            return None
+        placement, fitted = found
+        self.placeable[d] = True
+        self.workers[d] = placement.num_workers
+        self.masks[d] = placement.mask
+        self.entries[d] = placement
+        self.model._fit_jcts(self.table, {d: fitted}, self.jct_ms)
+        return placement
+
+
 class JctModel:
     """Partitions, places and times jobs for one (cluster, model settings) pair."""
 
@@ -224,6 +383,7 @@ class JctModel:
         self._plans: dict[tuple, FitPlan] = {}
         self._placements = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # -> Placement | None
         self._options = BoundedCache(_OPTIONS_CACHE_LIMIT)  # -> LiveOptions
+        self._builders = BoundedCache(_BUILDER_CACHE_LIMIT)  # -> _MenuOptions (partly filled)
         self._table_plans: dict[str, tuple] = {}
         self._live_jct = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # -> JCT of a placed choice
         self._timings: dict[tuple, dict[str, StepTiming]] = {}  # per graph file -> key -> timing
@@ -263,28 +423,27 @@ class JctModel:
         return self._placements[key]
 
     def live_options(self, table: JobTable, occupied: int, placer: str = "first-fit",
-                     deadline_ms: float | None = None, degree: int | None = None
-                     ) -> LiveOptions:
+                     deadline_ms: float | None = None) -> LiveOptions:
         """Per-degree placeability, footprint and JCT of ``table``'s graph placed by ``placer``
         avoiding ``occupied`` (cached by occupancy). ``ddls`` reads the JCT from the table (one
         JCT per degree, module doc); ``physical`` times each actual placement (cached by it).
         ``deadline_ms`` is the job's: under ``physical``, best fit prefers the footprints that
         meet it (:func:`~pacopt.model.placers.pick`). A job table with a work scale
-        (:meth:`job_table`) gets the graph's options with its JCTs multiplied by the scale.
-        ``degree`` (best fit and compact): only that degree's entries are filled in, the same
-        as the whole table's, and only its footprints timed; every other degree is unplaced."""
+        (:meth:`job_table`) gets the graph's options with its JCTs multiplied by the scale."""
         if table.work_scale != 1.0:
             scale = table.work_scale
             base = self.live_options(self.table(table.graph), occupied, placer,
-                                     None if deadline_ms is None else deadline_ms / scale,
-                                     degree)
+                                     None if deadline_ms is None else deadline_ms / scale)
             jct = base.jct_ms * scale
             jct.flags.writeable = False
             return replace(base, jct_ms=jct)
         if placer != "first-fit":
-            return self._menu_options(table, occupied, placer, deadline_ms, degree)
-        if degree is not None:
-            raise ValueError("first fit reads one degree with first_fit_jct")
+            key = self._menu_key(table, occupied, placer, deadline_ms)
+            options = self._options.get(key)
+            if options is None:
+                options = self._options.put(key, self._menu_builder(
+                    key, table, occupied, placer, deadline_ms).finish())
+            return options
         graph = table.graph
         key = (graph.fingerprint, occupied)
         options = self._options.get(key)
@@ -344,143 +503,44 @@ class JctModel:
             self._menus[key] = FootprintMenu.build(table.graph, counts, on, free_block_score(on))
         return self._menus[key]
 
-    def _menu_options(self, table: JobTable, occupied: int, placer: str,
-                      deadline_ms: float | None, degree: int | None = None) -> LiveOptions:
-        """:meth:`live_options` under best fit or compact: the footprints free now scored with
-        one product, then per degree (or for ``degree`` alone) the one
-        :func:`~pacopt.model.placers.pick` takes."""
-        ddls = self.settings.preset == "ddls"
-        graph = table.graph
-        key = (placer, graph.fingerprint, occupied, None if ddls or placer == "compact"
-               else deadline_ms)
-        options = self._options.get(key)  # the whole table holds every degree's
-        if options is None and degree is not None:
-            key += (degree,)
-            options = self._options.get(key)
-        if options is not None:
-            return options
-        if tiling(self.cluster) is not None:
-            return self._options.put(key, self._tiled_options(table, occupied, placer,
-                                                              deadline_ms, degree))
-        menu = self.menu(table)
-        scorer = free_block_score(self.cluster)
-        size = len(table.placed)
-        placeable, workers, jct, free_blocks, masks, placements = _unplaced(size)
-        free = menu.free(occupied)
-        rows = np.flatnonzero(free)
-        chosen: list[int] = []
-        if len(rows):
-            score = np.full(len(free), -np.inf)  # -inf: busy
-            score[rows] = scorer.score(menu.hits[rows], menu.workers[rows], occupied)
-            for d, span in menu.spans.items():
-                if degree is not None and d != degree:
-                    continue
-                here = score[span]
-                if not len(here):
-                    continue
-                i = int(here.argmax())  # best fit under ddls: the first best score
-                if here[i] == -np.inf:
-                    continue
-                if not ddls:
-                    counts = table.counts[d]
-                    timed = menu.jct(d, lambda found, c=counts: [
-                        timing.jct_ms for timing in self.timings(graph, [(c, p) for p in found])])
-                    # best fit's best free footprint stands when it is in time
-                    if placer != "best-fit" or (deadline_ms is not None
-                                                and timed[i] > deadline_ms):
-                        i = pick(placer, free[span], here, timed, deadline_ms)
-                k = span.start + i
-                placeable[d] = True
-                workers[d] = menu.workers[k]
-                jct[d] = table.degree_jct_ms(d) if ddls else menu.jct_ms[k]
-                masks[d] = int(menu.masks[k])
-                placements[d] = menu.placements[k]
-                chosen.append(k)
-        if chosen:
-            free_blocks[placeable] = scorer.left(None, occupied, menu.hits[chosen])
-        fitted = {}
-        for d in menu.first_fit:  # too many footprints to choose from: first fit's
-            if degree is not None and d != degree:
-                continue
-            found = self._first_fit(table, d, occupied)
-            if found is None:
-                continue
-            placement, fitted[d] = found
-            placeable[d] = True
-            workers[d] = placement.num_workers
-            masks[d] = placement.mask
-            placements[d] = placement
-            free_blocks[d] = scorer.left([placement.mask], occupied)[0]
-        self._fit_jcts(table, fitted, jct)
-        for array in (placeable, workers, jct, free_blocks):
-            array.flags.writeable = False
-        return self._options.put(key, LiveOptions(placeable, workers, jct, tuple(masks), placer,
-                                                  tuple(placements), free_blocks))
+    def menu_degree(self, table: JobTable, occupied: int, placer: str,
+                    deadline_ms: float | None, degree: int
+                    ) -> tuple[bool, float, Placement | None]:
+        """``degree``'s entries of :meth:`live_options` under best fit or compact (placeable,
+        JCT, placement), found for that degree alone until every degree's are read: only its
+        footprints are timed. A policy that reads a few degrees (``min-feasible`` stops at the
+        first in time) times a few."""
+        if table.work_scale != 1.0:  # as live_options: the graph's time, then scaled
+            placeable, jct, placement = self.menu_degree(
+                self.table(table.graph), occupied, placer,
+                None if deadline_ms is None else deadline_ms / table.work_scale, degree)
+            return placeable, jct * table.work_scale, placement
+        key = self._menu_key(table, occupied, placer, deadline_ms)
+        options = self._options.get(key)
+        if options is None:
+            options = self._menu_builder(key, table, occupied, placer, deadline_ms)
+            options.fill(degree)
+        placeable = bool(options.placeable[degree])
+        return (placeable, float(options.jct_ms[degree]),
+                options.placements[degree] if placeable else None)
 
-    def _tiled_options(self, table: JobTable, occupied: int, placer: str,
-                       deadline_ms: float | None, degree: int | None = None) -> LiveOptions:
-        """:meth:`_menu_options` on a tiled cluster (:mod:`pacopt.model.tiles`): the tile's
-        footprints in every tile, each tile scored from its own occupancy (cached by it), the
-        best over all tiles per degree (ties to the first tile, then the first footprint); a
-        degree with no free footprint in any tile goes to first-fit. The score compared is the
-        weighted free blocks a footprint breaks (the cluster's free weight less it is what is
-        left), so tiles compare on one scale."""
+    def _menu_key(self, table: JobTable, occupied: int, placer: str,
+                  deadline_ms: float | None) -> tuple:
+        """What best fit's and compact's options depend on: under ``physical`` best fit the
+        deadline too (it prefers the footprints that meet it)."""
         ddls = self.settings.preset == "ddls"
-        graph, tiles = table.graph, tiling(self.cluster)
-        menu = self.menu(table)
-        locals_ = tiles.local_masks(occupied)
-        states = [self._tile_state(menu, local) for local in locals_]
-        best = np.stack([state.best for state in states])  # (tiles, menu degrees)
-        best_tile = best.argmax(axis=0)                    # ties: the first tile
-        total = sum(state.weight for state in states)      # free weight of the whole cluster
-        size = len(table.placed)
-        placeable, workers, jct, free_blocks, masks, placements = _unplaced(size)
-        lost = np.zeros(size)  # per degree, the free weight its placement breaks
-        stacked = None  # every tile's scores and free footprints, one row per tile
-        fitted = {}  # the degrees first fit places: degree -> (plan, choice)
-        for d in range(1, size) if degree is None else (degree,):
-            if not table.placed[d]:
-                continue
-            counts = table.counts[d]
-            j = menu.degree_index.get(d)
-            t = -1 if j is None else int(best_tile[j])
-            if t >= 0 and best[t, j] > -np.inf:
-                k = int(states[t].best_at[j])  # the tile's first footprint with the best score
-                if not ddls:  # a translate times as its tile's original (a symmetry)
-                    span = menu.spans[d]
-                    timed = menu.jct(d, lambda found, c=counts: self._tile_jcts(graph, c, found))
-                    if placer != "best-fit" or (deadline_ms is not None
-                                                and timed[k - span.start] > deadline_ms):
-                        if stacked is None:
-                            stacked = (np.stack([state.score for state in states]),
-                                       np.stack([state.free for state in states]))
-                        t, row = divmod(pick(placer, stacked[1][:, span], stacked[0][:, span],
-                                             timed, deadline_ms), span.stop - span.start)
-                        k = span.start + row
-                    jct[d] = timed[k - span.start]
-                else:
-                    jct[d] = table.degree_jct_ms(d)
-                placements[d] = (k, t)  # built when read (_TilePlacements)
-                workers[d] = menu.workers[k]
-                masks[d] = tiles.cluster_mask(int(menu.masks[k]), t)
-                lost[d] = states[t].broken[k]
-            else:  # no footprint free inside a tile (or none exists there): first-fit's
-                found = self._first_fit(table, d, occupied)
-                if found is None:
-                    continue
-                placement, fitted[d] = found
-                placements[d] = placement
-                workers[d] = placement.num_workers
-                masks[d] = placement.mask
-                lost[d] = self._tile_loss(placement.mask, locals_)
-            placeable[d] = True
-        self._fit_jcts(table, fitted, jct)
-        free_blocks[placeable] = np.round(total - lost[placeable], 9)
-        for array in (placeable, workers, jct, free_blocks):
-            array.flags.writeable = False
-        return LiveOptions(placeable, workers, jct, tuple(masks), placer,
-                           _TilePlacements(placements, menu, tiles, self._tile_placements),
-                           free_blocks)
+        return (placer, table.graph.fingerprint, occupied,
+                None if ddls or placer == "compact" else deadline_ms)
+
+    def _menu_builder(self, key: tuple, table: JobTable, occupied: int, placer: str,
+                      deadline_ms: float | None) -> _MenuOptions:
+        """The (partly filled) options under ``key`` (cached: decisions at one occupancy share
+        the degrees already read)."""
+        builder = self._builders.get(key)
+        if builder is None:
+            builder = self._builders.put(key, _MenuOptions(self, table, occupied, placer,
+                                                           deadline_ms))
+        return builder
 
     def _first_fit(self, table: JobTable, degree: int, occupied: int
                    ) -> tuple[Placement, tuple[FitPlan, tuple[Block, ...]]] | None:
