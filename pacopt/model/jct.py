@@ -44,9 +44,9 @@ from pacopt.model.topology import Block, RampCluster
 
 _PLACEMENT_CACHE_LIMIT = 200_000
 _OPTIONS_CACHE_LIMIT = 100_000
-#: Options read degree by degree, kept for the next decisions at the same occupancy; each
-#: holds its tiles' scores until finished.
-_BUILDER_CACHE_LIMIT = 256
+#: Options read degree by degree, kept for the next decisions at the same occupancy until they
+#: hold this many bytes (:meth:`_MenuOptions.nbytes`).
+_BUILDER_CACHE_BYTES = 32 << 20
 _TILE_WEIGHTS_CACHE_LIMIT = 4_096  # a tile occupancy's block weights
 #: Tile states hold three arrays over a menu's footprints, tens of thousands of them on a tile
 #: of 128 servers: their cache is bounded by bytes.
@@ -261,7 +261,12 @@ class _MenuOptions:
             self.best_tile = self.best.argmax(axis=0)                    # ties: the first tile
             self.total = sum(state.weight for state in self.states)  # the cluster's free weight
             self.lost = np.zeros(size)  # per degree, the free weight its placement breaks
-            self.stacked = None  # every tile's scores and free footprints, one row per tile
+
+    def nbytes(self) -> int:
+        """What it holds until finished (bounds :class:`JctModel`'s cache of them): the
+        footprints' scores off tiles, the tiles' best scores on them, and a little more."""
+        held = (self.score, self.free) if self.tiles is None else (self.best,)
+        return sum(a.nbytes for a in held) + 4096
 
     def fill(self, degree: int) -> None:
         """Fill in ``degree``'s entries (once)."""
@@ -289,7 +294,7 @@ class _MenuOptions:
             self.free_blocks[placeable] = np.round(self.total - self.lost[placeable], 9)
         for array in (self.placeable, self.workers, self.jct_ms, self.free_blocks):
             array.flags.writeable = False
-        self.score = self.free = self.states = self.stacked = None  # large, and read no more
+        self.score = self.free = self.states = None  # large, and read no more
         self.finished = LiveOptions(self.placeable, self.workers, self.jct_ms, tuple(self.masks),
                                     self.placer, self.placements if self.tiles is not None
                                     else tuple(self.placements), self.free_blocks)
@@ -342,11 +347,9 @@ class _MenuOptions:
             timed = menu.jct(d, lambda found: model._tile_jcts(table.graph, counts, found))
             if self.placer != "best-fit" or (self.deadline_ms is not None
                                              and timed[k - span.start] > self.deadline_ms):
-                if self.stacked is None:
-                    self.stacked = (np.stack([state.score for state in states]),
-                                    np.stack([state.free for state in states]))
-                t, row = divmod(pick(self.placer, self.stacked[1][:, span],
-                                     self.stacked[0][:, span], timed, self.deadline_ms),
+                free = np.stack([state.free[span] for state in states])  # a row per tile
+                score = np.stack([state.score[span] for state in states])
+                t, row = divmod(pick(self.placer, free, score, timed, self.deadline_ms),
                                 span.stop - span.start)
                 k = span.start + row
             self.jct_ms[d] = timed[k - span.start]
@@ -383,7 +386,7 @@ class JctModel:
         self._plans: dict[tuple, FitPlan] = {}
         self._placements = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # -> Placement | None
         self._options = BoundedCache(_OPTIONS_CACHE_LIMIT)  # -> LiveOptions
-        self._builders = BoundedCache(_BUILDER_CACHE_LIMIT)  # -> _MenuOptions (partly filled)
+        self._builders = BoundedCache(_BUILDER_CACHE_BYTES, _MenuOptions.nbytes)  # partly filled
         self._table_plans: dict[str, tuple] = {}
         self._live_jct = BoundedCache(_PLACEMENT_CACHE_LIMIT)  # -> JCT of a placed choice
         self._timings: dict[tuple, dict[str, StepTiming]] = {}  # per graph file -> key -> timing
