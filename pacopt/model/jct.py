@@ -242,6 +242,7 @@ class _MenuOptions:
          self.entries) = _unplaced(size)  # entries: placements, or on tiles (footprint, tile)
         self.filled = np.zeros(size, dtype=bool)
         self.finished: LiveOptions | None = None
+        self.finishing = False  # finish() fills every degree
         self.chosen: dict[int, int] = {}  # degree -> the menu footprint taken (off tiles)
         if tiles is None:
             self.placements = self.entries
@@ -261,6 +262,7 @@ class _MenuOptions:
             self.best_tile = self.best.argmax(axis=0)                    # ties: the first tile
             self.total = sum(state.weight for state in self.states)  # the cluster's free weight
             self.lost = np.zeros(size)  # per degree, the free weight its placement breaks
+            self.stacked = None  # while finishing: every tile's free footprints and scores
 
     def nbytes(self) -> int:
         """What it holds until finished (bounds :class:`JctModel`'s cache of them): the
@@ -282,6 +284,7 @@ class _MenuOptions:
         """Every degree's entries, as read-only :class:`LiveOptions` (once)."""
         if self.finished is not None:
             return self.finished
+        self.finishing = True
         for d in range(1, len(self.filled)):
             self.fill(d)
         if self.tiles is None:
@@ -294,7 +297,7 @@ class _MenuOptions:
             self.free_blocks[placeable] = np.round(self.total - self.lost[placeable], 9)
         for array in (self.placeable, self.workers, self.jct_ms, self.free_blocks):
             array.flags.writeable = False
-        self.score = self.free = self.states = None  # large, and read no more
+        self.score = self.free = self.states = self.stacked = None  # large, and read no more
         self.finished = LiveOptions(self.placeable, self.workers, self.jct_ms, tuple(self.masks),
                                     self.placer, self.placements if self.tiles is not None
                                     else tuple(self.placements), self.free_blocks)
@@ -347,8 +350,14 @@ class _MenuOptions:
             timed = menu.jct(d, lambda found: model._tile_jcts(table.graph, counts, found))
             if self.placer != "best-fit" or (self.deadline_ms is not None
                                              and timed[k - span.start] > self.deadline_ms):
-                free = np.stack([state.free[span] for state in states])  # a row per tile
-                score = np.stack([state.score[span] for state in states])
+                if self.finishing:  # every degree's rows, stacked once
+                    if self.stacked is None:
+                        self.stacked = (np.stack([state.free for state in states]),
+                                        np.stack([state.score for state in states]))
+                    free, score = self.stacked[0][:, span], self.stacked[1][:, span]
+                else:  # one degree read alone: its rows only (a row per tile)
+                    free = np.stack([state.free[span] for state in states])
+                    score = np.stack([state.score[span] for state in states])
                 t, row = divmod(pick(self.placer, free, score, timed, self.deadline_ms),
                                 span.stop - span.start)
                 k = span.start + row
