@@ -51,7 +51,6 @@ class Decision:
     placer: str = "first-fit"  # the episode's placer (pacopt.model.placers)
     requested_degree: int | None = None  # the degree the job's user asked for (trace jobs)
     _options: LiveOptions | None = field(default=None, repr=False)
-    _degrees: dict[int, tuple] = field(default_factory=dict, repr=False)  # see _degree
 
     @property
     def max_degree(self) -> int:
@@ -84,11 +83,8 @@ class Decision:
             placeable = bool(options.placeable[degree])
             return (placeable, float(options.jct_ms[degree]),
                     options.placements[degree] if placeable else None)
-        known = self._degrees.get(degree)
-        if known is None:
-            known = self._degrees[degree] = self.model.menu_degree(
-                self.table, self.state.occupied, self.placer, self.deadline_ms, degree)
-        return known
+        return self.model.menu_degree(self.table, self.state.occupied, self.placer,
+                                      self.deadline_ms, degree)  # cached there
 
     def free_blocks(self) -> np.ndarray:
         """Per degree, the weighted free blocks left once the placer's footprint is placed
