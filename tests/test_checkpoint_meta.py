@@ -11,7 +11,7 @@ import re
 import shlex
 import shutil
 import zipfile
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from pacopt.cli import pacopt_main, solve_main
 from pacopt.infra.errors import InputError
 from pacopt.learned.agent import (
     CHECKPOINT_DIR,
+    TRACE,
     LearnedPolicy,
     default_checkpoint,
     load_checkpoint,
@@ -39,6 +40,7 @@ from pacopt.learned.checkpoint_meta import (
 )
 from pacopt.learned.recipes import RECIPES, get_recipe, recipe_flags
 from pacopt.learned.train_config import TrainConfig, read_run_state, recorded_overrides
+from pacopt.model.simulator import simulate
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SHIPPED = sorted(CHECKPOINT_DIR.glob("*.zip"))
@@ -325,7 +327,13 @@ def test_a_fine_tune_plays_only_the_cluster_it_was_trained_on(tmp_path, pipedrea
     larger = instance_from_dict(on_cluster(paper_instance_dict("A", 20000, 20), (8, 4, 2)))
     with pytest.warns(PacoptWarning, match="fine-tune of C was not trained for this cluster"):
         policy = LearnedPolicy(larger)
-    assert policy._left_to_general[(larger.cluster, larger.model)] == {"C"}
+    assert policy._left_to_general[(larger.cluster, larger.model)] == {"C", TRACE}
+    # a trace's jobs there: the general agent plays them, with one warning
+    traced = replace(larger, jobs=[replace(job, requested_degree=2) for job in larger.jobs])
+    with pytest.warns(PacoptWarning, match="trace agent trace-ddls.zip was not trained") as seen:
+        played = simulate(traced, policy, seed=0)
+    assert sum("trace agent" in str(w.message) for w in seen) == 1
+    assert list(played.metrics["checkpoints"]) == ["general-ddls.zip"]
     elsewhere = tmp_path / "C-ddls.zip"  # the C fine-tune, as if trained on 8x4x2
     shutil.copy(CHECKPOINT_DIR / "C-ddls.zip", elsewhere)
     meta = read_metadata(elsewhere)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from pacopt.infra.errors import InputError
+from pacopt.learned.agent import TRACE
 from pacopt.model.paper_workload import paper_instance
 from pacopt.model.placers import PLACERS, check_placer
 from pacopt.model.simulator import simulate
@@ -54,6 +55,14 @@ def twins(pipedream_dir):
     return first, second
 
 
+@pytest.fixture(scope="module")
+def paper_twins(twins):
+    """The twins without requested degrees: jobs of the paper's workload, which ``pac-ml`` plays
+    with its paper agents (a job with a requested degree comes from a trace: its trace agent)."""
+    return tuple(replace(instance, jobs=[replace(job, requested_degree=None)
+                                         for job in instance.jobs]) for instance in twins)
+
+
 def online_methods(reads_future: bool) -> list[str]:
     """Every registered online method (a family at one parameter), oracles or the others."""
     out = []
@@ -82,11 +91,11 @@ def placers(preset: str) -> list[str]:
 
 
 @pytest.mark.parametrize("method", online_methods(reads_future=False))
-def test_no_online_method_reads_a_job_before_it_arrives(twins, method):
-    first, second = twins
-    for placer in placers(first.model.preset):
-        assert decisions(first, method, placer) == decisions(second, method, placer), \
-            f"{method} under {placer} decided a shared job by a job still to come"
+def test_no_online_method_reads_a_job_before_it_arrives(twins, paper_twins, method):
+    for first, second in [twins] + [paper_twins] * method.startswith("pac-ml"):
+        for placer in placers(first.model.preset):
+            assert decisions(first, method, placer) == decisions(second, method, placer), \
+                f"{method} under {placer} decided a shared job by a job still to come"
 
 
 @pytest.mark.parametrize("method", ["tuned", "min-feasible"])
@@ -100,11 +109,11 @@ def test_online_under_the_physical_presets_placers(twins, method):
 
 
 @pytest.mark.parametrize("method", online_methods(reads_future=True))
-def test_the_given_label_oracles_do_read_the_future(twins, method):
+def test_the_given_label_oracles_do_read_the_future(paper_twins, method):
     """The same check fails for the given-label oracles: the test above would catch a policy
     that reads the label."""
     assert method in ("tuned-given-label", "pac-ml-given-label")
-    first, second = twins
+    first, second = paper_twins
     assert decisions(first, method, "first-fit") != decisions(second, method, "first-fit")
 
 
@@ -119,6 +128,16 @@ def test_tuned_switches_with_what_has_arrived(twins):
         assert sum(policy.played.values()) == len(instance.jobs)
         ends.append(policy.distribution)
     assert ends[0] != ends[1] == "C"
+
+
+def test_pac_ml_plays_its_trace_agent_on_jobs_from_a_trace(twins, paper_twins):
+    """A job that carries its user's requested degree comes from a trace: the shipped trace
+    agent decides it; the paper's jobs are left to the paper agents."""
+    for method in ("pac-ml", "pac-ml-given-label"):
+        traced, paper = (solve(pair[0], method, seed=0) for pair in (twins, paper_twins))
+        assert traced.validated and paper.validated
+        assert list(traced.metrics["checkpoints"]) == [f"{TRACE}-ddls.zip"], method
+        assert f"{TRACE}-ddls.zip" not in paper.metrics["checkpoints"], method
 
 
 @pytest.mark.parametrize("rule", ["likelihood", "ks"])

@@ -5,6 +5,8 @@ Hand-made traces of the built-in graphs (BERT, GPT-2): no download, seconds."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
@@ -12,7 +14,7 @@ from gymnasium.utils.env_checker import check_env
 from pacopt.infra.errors import InputError
 from pacopt.learned.agent import CHECKPOINT_DIR, default_checkpoint
 from pacopt.learned.env import PartitionEnv, TraceFamily
-from pacopt.learned.teacher import make_teacher
+from pacopt.learned.teacher import TeacherSpec, make_teacher
 from pacopt.learned.train_config import TrainConfig
 from pacopt.model.placers import DEFAULT_PLACER
 from pacopt.model.trace import evaluation_rows, read_trace
@@ -83,6 +85,13 @@ def test_training_config_on_traces(family):
     teacher = make_teacher(config.teacher_spec(), "west", family, seed=1)
     assert teacher.rollout.base.name == "min-feasible"
     assert len(teacher.rollout.futures) > 1
+    # the hindsight teacher over a named rule: a trace has no distribution to tune for
+    hindsight = replace(config, teacher="lookahead:min-feasible").teacher_spec()
+    assert (hindsight.kind, str(hindsight)) == ("lookahead", "lookahead:min-feasible")
+    teacher = make_teacher(hindsight, "west", family, seed=1)
+    assert teacher.rollout.base.name == "min-feasible" and teacher.rollout.futures is None
+    with pytest.raises(InputError, match="names nothing after 'lookahead:'"):
+        TeacherSpec.parse("lookahead:")
 
 
 def test_training_under_another_placer(pipedream_env):

@@ -2,7 +2,8 @@
 
 A checkpoint is a MaskablePPO ``.zip`` saved by :mod:`pacopt.learned.train`. The package ships
 ``checkpoints/general-<preset>.zip`` (trained across the four beta distributions; beta is in the
-observation), per-distribution fine-tunes ``checkpoints/<A|B|C|D>-<preset>.zip`` where they
+observation), ``checkpoints/trace-ddls.zip`` (trained on windows of the ITP traces),
+per-distribution fine-tunes ``checkpoints/<A|B|C|D>-<preset>.zip`` where they
 validate lower than it on their distribution, and agents trained under a placer other than
 first fit, ``checkpoints/<name>-<preset>-<placer>.zip`` (``general-ddls-best-fit`` and its
 beta-B fine-tune ``B-ddls-best-fit``, ``general-physical-compact``); a preset and placer no
@@ -19,8 +20,10 @@ and the traces' PipeDream graphs): the core install plays it; another graph need
 ``pac-ml`` is online: at each arrival it plays the fine-tune of the distribution the betas
 arrived so far look like (:class:`~pacopt.online.recognise.BetaRecogniser`), the general agent
 before the first guess, where no fine-tune is shipped and on a cluster other than the one the
-fine-tune was trained and chosen on. ``pac-ml-given-label`` is the former
-rule, an oracle: it picks one checkpoint from *every* job's beta, future jobs included.
+fine-tune was trained and chosen on; a job replayed from a trace (it carries its user's
+requested degree) is played by the trace fine-tune ``trace-<preset>.zip``, under the same
+conditions. ``pac-ml-given-label`` is the former rule, an oracle: it picks one checkpoint from
+*every* job's beta, future jobs included (the trace fine-tune when every job is a trace's).
 """
 
 from __future__ import annotations
@@ -59,6 +62,10 @@ _IN_MEMORY = "network-in-memory"  # the path shown for a network handed over in 
 #: ``tuned`` there (``checkpoints/README.md``, "Every placer"): under ``physical``, best fit
 #: is played by the compact agent.
 STAND_INS: dict[tuple[str, str], str] = {("physical", "best-fit"): "general-physical-compact.zip"}
+
+#: The name of the fine-tune for jobs replayed from cluster traces (``trace-<preset>.zip``): it
+#: plays every job that carries its user's requested degree (:attr:`Decision.requested_degree`).
+TRACE = "trace"
 
 
 def default_checkpoint(preset: str = "ddls", distribution: str | None = None,
@@ -128,9 +135,10 @@ class LearnedPolicy:
         """``checkpoint`` plays that one checkpoint throughout. By default the shipped ones for
         the instance's preset: online, per decision the fine-tune of the beta distribution the
         arrivals so far look like (:class:`~pacopt.online.recognise.BetaRecogniser`), else the
-        general agent; with ``given_label`` (``pac-ml-given-label``, not online) the one
-        checkpoint :func:`default_checkpoint` picks for the distribution of *all* the
-        instance's betas, future jobs included. ``network`` (a
+        general agent, and the trace fine-tune (:data:`TRACE`) for a job with a requested
+        degree; with ``given_label`` (``pac-ml-given-label``, not online) the one checkpoint
+        :func:`default_checkpoint` picks for the distribution of *all* the instance's betas,
+        future jobs included, or for :data:`TRACE` if every job has a requested degree. ``network`` (a
         :class:`~pacopt.learned.gnn.DegreePolicy` in memory, e.g. a student being trained) plays
         that network throughout. A checkpoint that cannot play ``instance`` (other degrees) is an
         :class:`InputError` here, before any episode starts."""
@@ -143,11 +151,13 @@ class LearnedPolicy:
             preset, placer = ((instance.model.preset, instance.model.placement)
                               if instance is not None else ("ddls", DEFAULT_PLACER))
             if given_label:
-                paths = {None: default_checkpoint(preset, instance_distribution(instance),
-                                                  placer)}
+                label = (TRACE if instance is not None and instance.jobs
+                         and all(job.requested_degree is not None for job in instance.jobs)
+                         else instance_distribution(instance))
+                paths = {None: default_checkpoint(preset, label, placer)}
             else:  # None: before the first guess
                 paths = {dist: default_checkpoint(preset, dist, placer)
-                         for dist in (None, *PAPER_DISTRIBUTIONS)}
+                         for dist in (None, *PAPER_DISTRIBUTIONS, TRACE)}
                 self.recogniser = BetaRecogniser()
         self._label = "pac-ml-given-label" if given_label and not checkpoint else "pac-ml"
         # each file loaded once (load_player caches), shared by the distributions using it
@@ -162,6 +172,7 @@ class LearnedPolicy:
         self._observers: dict[tuple, Observer] = {}
         # per observer: the distributions whose fine-tunes do not play there
         self._left_to_general: dict[tuple, set[str]] = {}
+        self._trace_warned: set[tuple] = set()  # the observers whose trace jobs it warned of
         if instance is not None:
             self._observer_for(instance.cluster, instance.model)
             check_embedded(self, instance)
@@ -213,9 +224,10 @@ class LearnedPolicy:
                 if dist is None or self.recogniser is None or general is not None:
                     raise InputError(problem)
                 left_out.add(dist)
-            if left_out:
-                many = len(left_out) > 1
-                warn(f"the shipped fine-tune{'s' * many} of {', '.join(sorted(left_out))} "
+            shown = sorted(left_out - {TRACE})  # the trace agent's, at its first trace job
+            if shown:
+                many = len(shown) > 1
+                warn(f"the shipped fine-tune{'s' * many} of {', '.join(shown)} "
                      f"{'were' if many else 'was'} not trained for this cluster; "
                      f"{Path(self.paths[None]).name} plays "
                      f"{'those distributions' if many else 'that distribution'} here")
@@ -229,8 +241,14 @@ class LearnedPolicy:
         observer.note(decision)
         if self.recogniser is not None:
             self.recogniser.note(decision.job_index, decision.max_jct_fraction)
-            guess = self.recogniser.guess
+            # a job replayed from a trace says so itself (its user's requested degree)
+            guess = TRACE if decision.requested_degree is not None else self.recogniser.guess
             if guess in self._left_to_general[key]:
+                if guess == TRACE and key not in self._trace_warned:
+                    self._trace_warned.add(key)
+                    warn(f"the shipped trace agent {Path(self.paths[TRACE]).name} was not "
+                         f"trained for this cluster; {Path(self.paths[None]).name} plays the "
+                         "trace's jobs here")
                 guess = None  # its fine-tune is not for this cluster: the general agent plays
             self.checkpoint, self.player = self.paths[guess], self.players[guess]
             self.name = self._name(self.checkpoint)

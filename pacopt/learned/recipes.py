@@ -57,6 +57,11 @@ _GENERAL = {"warm_episodes": 8, "dagger_rounds": 1, "dagger_episodes": 2, "max_s
 _BEST_FIT_32 = {"placement": "best-fit", **_GENERAL, "rollout_futures": 32, "minutes": 75.0}
 
 
+#: The ITP clusters with windows outside those ``docs/traces.md`` measures on (01 and 05 have
+#: none: ``trace-ddls`` never sees them).
+TRACE_TRAINING = "cluster02,cluster03,cluster04,cluster07,cluster08,cluster09"
+
+
 def _distilled_teacher(dist: str, episodes: int) -> Recipe:
     """The recipe ``{dist}-ddls`` of a per-distribution teacher that ``general-ddls-distilled``
     distils (not shipped): the rollout teacher on ``episodes`` episodes of ``dist``, without
@@ -70,7 +75,7 @@ def _distilled_teacher(dist: str, episodes: int) -> Recipe:
 
 #: The recipes by name: those of the shipped checkpoints (``general-ddls``,
 #: ``general-ddls-best-fit``, ``general-physical``, ``general-physical-compact``, ``C-ddls``,
-#: ``B-ddls-best-fit``); variants that validated no better and are not shipped
+#: ``B-ddls-best-fit``, ``trace-ddls``); variants that validated no better and are not shipped
 #: (``general-ddls-best-fit-8``, ``general-ddls-best-fit-128``, ``general-ddls-32``,
 #: ``A-ddls``); a general agent distilled from four per-distribution teachers
 #: (``general-ddls-distilled``, and its teachers ``A-ddls-table``, ``B-ddls``, ``C-ddls-table``,
@@ -140,6 +145,14 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
             "improve_keep": 1, "improve_significance": 1.0, "improve_from": "best",
             "warm_episodes": 4, "dagger_rounds": 8, "dagger_episodes": 4, "warm_epochs": 32,
             "regret_weight": 4.0, "max_steps": 1, "minutes": 75.0}),
+    Recipe("trace-ddls", "the shipped agent for jobs replayed from the ITP traces (first "
+           "fit): imitation of the hindsight rollout teacher over min-feasible on 8 windows of "
+           "each of the six training clusters, soft targets and the regret term fitted for 32 "
+           "epochs, then eight DAgger rounds of 4 windows of each, no PPO (41 min; needs the "
+           "traces)",
+           {"trace": TRACE_TRAINING, "teacher": "lookahead:min-feasible", "warm_episodes": 8,
+            "dagger_rounds": 8, "dagger_episodes": 4, "warm_epochs": 32, "regret_weight": 4.0,
+            "max_steps": 1, "envs": 2, "minutes": 100.0}),
     Recipe("general-physical", "the general recipe under the physical preset and first fit: "
            "imitation of the rollout teacher over first-fit tuned, 8 episodes of each "
            "distribution and a DAgger round, no PPO; degree features (36 min to its checkpoint)",

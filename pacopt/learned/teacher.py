@@ -82,7 +82,8 @@ class TeacherSpec:
         """``--teacher``'s ``text`` (``settings``: the other fields): ``tuned`` or any
         heuristic, imitated; ``agent:PATH``, a trained agent (distillation); ``rollout``, the
         rollout teacher over ``tuned`` on sampled futures, ``rollout:POLICY`` over another rule;
-        ``lookahead``, the same on the episode's own future (hindsight); ``improve``, policy
+        ``lookahead``, the same on the episode's own future (hindsight), ``lookahead:POLICY``
+        over another rule (a trace has no distribution to tune for); ``improve``, policy
         iteration: ``rollout`` in the first round, then rollouts over the student;
         ``improve:POLICY``, the same from ``POLICY`` (its first round's rollouts over
         ``POLICY`` with the improve settings); or one of these per distribution,
@@ -97,11 +98,11 @@ class TeacherSpec:
                 (dist, cls.parse(each, **settings)) for dist, each in dict(pairs).items()),
                 **settings)
         kind, colon, rest = text.partition(":")
-        if colon and kind in ("agent", "rollout", "improve") and not rest:
+        if colon and kind in ("agent", "rollout", "lookahead", "improve") and not rest:
             raise InputError(f"--teacher '{text}' names nothing after '{kind}:'")
         if kind == "agent" and colon:
             return cls("agent", checkpoint=rest, **settings)
-        if kind in ("rollout", "improve") and colon:
+        if kind in ("rollout", "lookahead", "improve") and colon:
             return cls(kind, policy=rest, **settings)
         if text in ("rollout", "lookahead", "improve"):
             return cls(text, **settings)

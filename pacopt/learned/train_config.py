@@ -120,9 +120,10 @@ class TrainConfig:
         "improve (rollout in the first round; then, in each DAgger round, shorter rollouts "
         "over the policy being trained, which is fitted on to that round's labels: "
         "approximate policy iteration), improve:POLICY (the same from POLICY: every round's "
-        "rollouts alike, e.g. improve:para-max), lookahead (the same on the episode's real "
-        "future: hindsight), any online heuristic, agent:PATH (a trained agent; {dist} in "
-        "PATH becomes each distribution: distillation), or none", parse=_teacher)
+        "rollouts alike, e.g. improve:para-max), lookahead (rollout's forks on the episode's "
+        "real future: hindsight), lookahead:POLICY (the same over another rule, e.g. "
+        "lookahead:min-feasible on traces), any online heuristic, agent:PATH (a trained agent; "
+        "{dist} in PATH becomes each distribution: distillation), or none", parse=_teacher)
     init: str | None = _option(None, "--init", "start from this checkpoint (fine-tuning): the "
                                "warm start, if --warm-episodes > 0 and a teacher is given, "
                                "imitates its teacher from these weights, then PPO",
