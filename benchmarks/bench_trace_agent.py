@@ -1,12 +1,13 @@
 """The learned agent on Microsoft's ITP traces, on the windows no training or selection saw.
 
     python benchmarks/bench_trace_agent.py [--workers 2] [--checkpoint PATH]
+                                           [--preset ddls|physical] [--placement P]
                                            [--windows first,later,busiest] [--no-teacher]
                                            [--out FILE.json] [--cells FILE.json]
 
 Each cluster's evaluation windows (``pacopt.model.trace.EVALUATION_WINDOWS``: the first 1001
 jobs, 1001 jobs from trace second 2,592,000 on the clusters whose file reaches it, the busiest
-200), load 0.5, ddls, 4x4x2, first fit: the instances of ``docs/traces.md``. ``pac-ml``
+200), load 0.5, 4x4x2, by default ddls and first fit: the instances of ``docs/traces.md``. ``pac-ml``
 training on traces (``pacopt train --trace``) draws its windows outside these, and validates on
 others again, so every number here is on windows used for nothing else. Methods: ``pac-ml``
 (online: the shipped checkpoints, which give trace jobs ``trace-ddls.zip``; or
@@ -47,15 +48,15 @@ WINDOWS = {"first": {"num_jobs": 1001}, "later": {"start_s": 2_592_000.0, "num_j
 LOAD = 0.5
 
 
-def trace_instance(cluster: str, window: str):
-    """The evaluation window ``window`` of ``cluster``'s trace, or None when the file does not
-    reach it."""
+def trace_instance(cluster: str, window: str, model: dict):
+    """The evaluation window ``window`` of ``cluster``'s trace under ``model`` (the instance's
+    ``model`` section), or None when the file does not reach it."""
     from pacopt.model.instance import instance_from_dict
 
     trace = {"file": f"cluster{cluster}", "format": "elasticflow", "load": LOAD,
              **WINDOWS[window]}
     try:
-        return instance_from_dict({"workload": {"trace": trace}},
+        return instance_from_dict({"model": model, "workload": {"trace": trace}},
                                   source=f"cluster{cluster} {window}")
     except InputError:
         return None
@@ -64,11 +65,11 @@ def trace_instance(cluster: str, window: str):
 def one_cell(task) -> tuple[str, str, str, float | None]:
     """Blocking rate of one (method, window kind, cluster), validated; None without the
     window."""
-    label, window, cluster, checkpoint = task
+    label, window, cluster, checkpoint, model = task
     from pacopt.solvers.api import solve
     from pacopt.solvers.validate import validate
 
-    instance = trace_instance(cluster, window)
+    instance = trace_instance(cluster, window, model)
     if instance is None:
         return label, window, cluster, None
     if label == TEACHER:
@@ -93,12 +94,12 @@ def record(wins: int, ties: int, total: int) -> str:
     return f"{wins} / {ties} / {total - wins - ties}"
 
 
-def print_window(window: str, cells: dict[str, dict[str, float]]) -> list[list]:
+def print_window(window: str, cells: dict[str, dict[str, float]], setting: str) -> list[list]:
     """One window kind's table (printed) and its rows as a results file holds them."""
     clusters = [c for c in CLUSTERS if c in cells.get("pac-ml", {})]
     labels = [label for label in ("pac-ml", *RULES, TEACHER) if label in cells]
-    print(f"\n{window} windows, load {LOAD}: blocking rate (mean ± sample std over the "
-          f"{len(clusters)} clusters)\n")
+    print(f"\n{window} windows, load {LOAD}, {setting}: blocking rate (mean ± sample std over "
+          f"the {len(clusters)} clusters)\n")
     print("| method | " + " | ".join(clusters) + " | mean |")
     print("|---" * (len(clusters) + 2) + "|")
     rows = []
@@ -125,6 +126,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--checkpoint", type=Path, default=None,
                         help="play this checkpoint as pac-ml (default: the shipped ones)")
+    parser.add_argument("--preset", choices=("ddls", "physical"), default="ddls")
+    parser.add_argument("--placement", choices=("first-fit", "best-fit", "compact"),
+                        default="first-fit")
     parser.add_argument("--windows", default=",".join(WINDOWS))
     parser.add_argument("--no-teacher", action="store_true",
                         help="leave out the hindsight teacher (it takes seconds a window)")
@@ -135,11 +139,15 @@ def main() -> int:
     windows = [w for w in args.windows.split(",") if w]
     if unknown := sorted(set(windows) - set(WINDOWS)):
         parser.error(f"--windows: unknown {', '.join(unknown)}; known: {', '.join(WINDOWS)}")
+    if args.placement == "compact" and args.preset == "ddls":
+        parser.error("--placement compact: only under --preset physical")
     use_pipedream(required=True)
     use_traces()
-    tasks = [(TEACHER, "first", c, None) for c in CLUSTERS
+    model = {"preset": args.preset, "placement": args.placement}
+    setting = f"{args.preset}, 4x4x2, {args.placement.replace('-', ' ')}"
+    tasks = [(TEACHER, "first", c, None, model) for c in CLUSTERS
              if "first" in windows and not args.no_teacher]  # the slow ones first
-    tasks += [(label, w, c, args.checkpoint) for w in windows for c in CLUSTERS
+    tasks += [(label, w, c, args.checkpoint, model) for w in windows for c in CLUSTERS
               for label in ("pac-ml", *RULES)]
     cells: dict[str, dict[str, dict[str, float]]] = {}
     with ProcessPoolExecutor(args.workers) as pool:
@@ -147,11 +155,12 @@ def main() -> int:
                                                  unit="window", desc="traces", disable=None):
             if rate is not None:
                 cells.setdefault(window, {}).setdefault(label, {})[cluster] = rate
-    tables = {window: print_window(window, cells[window]) for window in windows if window in cells}
+    tables = {window: print_window(window, cells[window], setting)
+              for window in windows if window in cells}
     if args.out and "first" in tables:
         clusters = [c for c in CLUSTERS if c in cells["first"].get("pac-ml", {})]
         write_results(args.out, "Blocking rate on the first 1001 jobs of each ITP cluster, "
-                      f"load {LOAD}, ddls, 4x4x2, first fit", ["method", *clusters, "mean"],
+                      f"load {LOAD}, {setting}", ["method", *clusters, "mean"],
                       tables["first"],
                       notes="Windows no training or selection used (01 and 05: clusters the "
                             "agent never saw); mean ± sample std over the clusters. The "

@@ -297,6 +297,28 @@ def test_a_placer_without_its_own_checkpoint_plays_its_stand_in_or_fails_in_one_
     assert agent.default_checkpoint("physical", "C", "best-fit").name == "general-physical.zip"
 
 
+def test_trace_jobs_play_the_trace_agent_under_every_preset_and_placer():
+    from pacopt.learned.agent import TRACE_STAND_IN
+
+    for preset, placer in [("ddls", "first-fit"), ("ddls", "best-fit"),
+                           ("physical", "first-fit"), ("physical", "best-fit"),
+                           ("physical", "compact")]:
+        assert default_checkpoint(preset, TRACE, placer).name == TRACE_STAND_IN
+    # the paper's distributions keep their order: the placer's general agent before first fit's
+    assert default_checkpoint("ddls", None, "best-fit").name == "general-ddls-best-fit.zip"
+
+
+def test_a_trace_agent_trained_for_the_placer_comes_before_the_stand_in(tmp_path, monkeypatch):
+    from pacopt.learned import agent
+
+    monkeypatch.setattr(agent, "CHECKPOINT_DIR", tmp_path)
+    for name in ("trace-ddls.zip", "trace-ddls-best-fit.zip", "general-ddls-best-fit.zip"):
+        (tmp_path / name).write_bytes(b"")
+    assert agent.default_checkpoint("ddls", TRACE, "best-fit").name == "trace-ddls-best-fit.zip"
+    (tmp_path / "trace-ddls-best-fit.zip").unlink()
+    assert agent.default_checkpoint("ddls", TRACE, "best-fit").name == "trace-ddls.zip"
+
+
 @pytest.mark.parametrize("placer", ["first-fit", "best-fit"])
 def test_pac_ml_plays_the_physical_preset_under_every_placer(tmp_path, capsys, placer):
     instance = small_bundled(tmp_path / "small.json")
