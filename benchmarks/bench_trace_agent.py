@@ -7,18 +7,18 @@
 
 Each cluster's evaluation windows (``pacopt.model.trace.EVALUATION_WINDOWS``: the first 1001
 jobs, 1001 jobs from trace second 2,592,000 on the clusters whose file reaches it, the busiest
-200), load 0.5, 4x4x2, by default ddls and first fit: the instances of ``docs/traces.md``. ``pac-ml``
-training on traces (``pacopt train --trace``) draws its windows outside these, and validates on
-others again, so every number here is on windows used for nothing else. Methods: ``pac-ml``
-(online: the shipped checkpoints, which give trace jobs ``trace-ddls.zip``; or
+200), load 0.5, 4x4x2, by default ddls and first fit: the instances of ``docs/traces.md``.
+``pac-ml`` training on traces (``pacopt train --trace``) draws its windows outside these, and
+validates on others again, so every number here is on windows used for nothing else. Methods:
+``pac-ml`` (online: the shipped checkpoints, which give trace jobs ``trace-ddls.zip``; or
 ``--checkpoint``), the four online rules ``min-feasible``, ``tuned``, ``as-requested`` and
 ``elasticflow``, and on the first windows the agent's teacher, the hindsight rollout over
 ``min-feasible`` (it forks every degree on the window's own future: it reads jobs that have not
 arrived, so it is a reference, not an online method). Prints per window kind the blocking rate
-per cluster, the mean ± sample std over the clusters, and how often ``pac-ml`` blocks less /
-the same / more than each rule and than each cluster's best rule. Every number comes from a
-validated solution. ``--out`` writes the first windows' table as a results data file,
-``--cells`` every cell.
+per cluster, the mean ± sample std over the clusters, and how often ``pac-ml`` blocks less / the
+same / more than each rule and than each cluster's best rule; then the same counts on each
+cluster's mean over the window kinds. Every number comes from a validated solution. ``--out``
+writes the first windows' table as a results data file, ``--cells`` every cell.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from pacopt.infra.errors import InputError
 if not __package__:  # run as a file: the suite importable from the repository's root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from benchmarks.common import add_out_argument, use_pipedream, use_traces, write_results  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    add_out_argument, use_pipedream, use_traces, write_results)
 
 CLUSTERS = ("01", "02", "03", "04", "05", "07", "08", "09")
 RULES = ("min-feasible", "tuned", "as-requested", "elasticflow")
@@ -112,13 +113,34 @@ def print_window(window: str, cells: dict[str, dict[str, float]], setting: str) 
         agent = [cells["pac-ml"][c] for c in clusters]
         rules = [label for label in RULES if label in cells]
         best = [min(cells[label][c] for label in rules) for c in clusters]
-        print(f"\npac-ml per cluster: wins / ties / losses (lower blocking wins)")
-        for label, other in [*((label, [cells[label][c] for c in clusters]) for label in rules),
-                             ("each cluster's best rule", best)]:
-            wins = sum(a < b - 1e-12 for a, b in zip(agent, other))
-            ties = sum(abs(a - b) <= 1e-12 for a, b in zip(agent, other))
-            print(f"- against {label}: {record(wins, ties, len(clusters))}")
+        print("\npac-ml per cluster: wins / ties / losses (lower blocking wins)")
+        print_record(agent, [*((label, [cells[label][c] for c in clusters]) for label in rules),
+                             ("each cluster's best rule", best)])
     return rows
+
+
+def print_record(agent: list[float], others: list[tuple[str, list[float]]]) -> None:
+    """``agent``'s wins / ties / losses against each of ``others``, case by case."""
+    for label, other in others:
+        wins = sum(a < b - 1e-12 for a, b in zip(agent, other))
+        ties = sum(abs(a - b) <= 1e-12 for a, b in zip(agent, other))
+        print(f"- against {label}: {record(wins, ties, len(agent))}")
+
+
+def print_over_windows(cells: dict[str, dict[str, dict[str, float]]]) -> None:
+    """``pac-ml`` against each rule on each cluster's mean over the window kinds (the clusters
+    that have them all)."""
+    kinds = [w for w in WINDOWS if "pac-ml" in cells.get(w, {})]
+    clusters = [c for c in CLUSTERS if all(c in cells[w]["pac-ml"] for w in kinds)]
+    rules = [label for label in RULES if all(label in cells[w] for w in kinds)]
+    if len(kinds) < 2 or not clusters:
+        return
+    mean = {label: [float(np.mean([cells[w][label][c] for w in kinds])) for c in clusters]
+            for label in ("pac-ml", *rules)}
+    print(f"\nover the {', '.join(kinds)} windows: each cluster's mean; pac-ml "
+          f"{mean_std(mean['pac-ml'])}, " + ", ".join(f"{label} {mean_std(mean[label])}"
+                                                       for label in rules))
+    print_record(mean["pac-ml"], [(label, mean[label]) for label in rules])
 
 
 def main() -> int:
@@ -157,6 +179,7 @@ def main() -> int:
                 cells.setdefault(window, {}).setdefault(label, {})[cluster] = rate
     tables = {window: print_window(window, cells[window], setting)
               for window in windows if window in cells}
+    print_over_windows(cells)
     if args.out and "first" in tables:
         clusters = [c for c in CLUSTERS if c in cells["first"].get("pac-ml", {})]
         write_results(args.out, "Blocking rate on the first 1001 jobs of each ITP cluster, "

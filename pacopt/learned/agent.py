@@ -22,8 +22,9 @@ arrived so far look like (:class:`~pacopt.online.recognise.BetaRecogniser`), the
 before the first guess, where no fine-tune is shipped and on a cluster other than the one the
 fine-tune was trained and chosen on; a job replayed from a trace (it carries its user's
 requested degree) is played by the trace fine-tune ``trace-<preset>.zip`` (``trace-ddls.zip``
-under every preset and placer no trace agent was trained for), on the cluster it was trained on. ``pac-ml-given-label`` is the former rule, an oracle: it picks one checkpoint from
-*every* job's beta, future jobs included (the trace fine-tune when every job is a trace's).
+under every preset and placer no trace agent was trained for), on the cluster it was trained on.
+``pac-ml-given-label`` is the former rule, an oracle: it picks one checkpoint from *every* job's
+beta, future jobs included (the trace fine-tune when every job is a trace's).
 """
 
 from __future__ import annotations
@@ -147,10 +148,10 @@ class LearnedPolicy:
         general agent, and the trace fine-tune (:data:`TRACE`) for a job with a requested
         degree; with ``given_label`` (``pac-ml-given-label``, not online) the one checkpoint
         :func:`default_checkpoint` picks for the distribution of *all* the instance's betas,
-        future jobs included, or for :data:`TRACE` if every job has a requested degree. ``network`` (a
-        :class:`~pacopt.learned.gnn.DegreePolicy` in memory, e.g. a student being trained) plays
-        that network throughout. A checkpoint that cannot play ``instance`` (other degrees) is an
-        :class:`InputError` here, before any episode starts."""
+        future jobs included, or for :data:`TRACE` if every job has a requested degree.
+        ``network`` (a :class:`~pacopt.learned.gnn.DegreePolicy` in memory, e.g. a student being
+        trained) plays that network throughout. A checkpoint that cannot play ``instance``
+        (other degrees) is an :class:`InputError` here, before any episode starts."""
         self.recogniser: BetaRecogniser | None = None
         if network is not None:
             paths = {None: Path(_IN_MEMORY)}
