@@ -297,13 +297,13 @@ def test_a_placer_without_its_own_checkpoint_plays_its_stand_in_or_fails_in_one_
     assert agent.default_checkpoint("physical", "C", "best-fit").name == "general-physical.zip"
 
 
-def test_trace_jobs_play_the_trace_agent_under_every_preset_and_placer():
-    from pacopt.learned.agent import TRACE_STAND_IN
-
-    for preset, placer in [("ddls", "first-fit"), ("ddls", "best-fit"),
-                           ("physical", "first-fit"), ("physical", "best-fit"),
-                           ("physical", "compact")]:
-        assert default_checkpoint(preset, TRACE, placer).name == TRACE_STAND_IN
+def test_trace_jobs_play_a_trace_agent_under_every_preset_and_placer():
+    for preset, placer, name in [("ddls", "first-fit", "trace-ddls.zip"),
+                                 ("ddls", "best-fit", "trace-ddls.zip"),
+                                 ("physical", "first-fit", "trace-physical-compact.zip"),
+                                 ("physical", "best-fit", "trace-physical-compact.zip"),
+                                 ("physical", "compact", "trace-physical-compact.zip")]:
+        assert default_checkpoint(preset, TRACE, placer).name == name
     # the paper's distributions keep their order: the placer's general agent before first fit's
     assert default_checkpoint("ddls", None, "best-fit").name == "general-ddls-best-fit.zip"
 
@@ -317,6 +317,12 @@ def test_a_trace_agent_trained_for_the_placer_comes_before_the_stand_in(tmp_path
     assert agent.default_checkpoint("ddls", TRACE, "best-fit").name == "trace-ddls-best-fit.zip"
     (tmp_path / "trace-ddls-best-fit.zip").unlink()
     assert agent.default_checkpoint("ddls", TRACE, "best-fit").name == "trace-ddls.zip"
+    # the preset's own trace agent stands in before the ddls one; without it, the ddls one
+    (tmp_path / "trace-physical-compact.zip").write_bytes(b"")
+    assert agent.default_checkpoint("physical", TRACE, "first-fit").name == \
+        "trace-physical-compact.zip"
+    (tmp_path / "trace-physical-compact.zip").unlink()
+    assert agent.default_checkpoint("physical", TRACE, "first-fit").name == "trace-ddls.zip"
 
 
 @pytest.mark.parametrize("placer", ["first-fit", "best-fit"])

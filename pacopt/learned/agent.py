@@ -21,8 +21,8 @@ and the traces' PipeDream graphs): the core install plays it; another graph need
 arrived so far look like (:class:`~pacopt.online.recognise.BetaRecogniser`), the general agent
 before the first guess, where no fine-tune is shipped and on a cluster other than the one the
 fine-tune was trained and chosen on; a job replayed from a trace (it carries its user's
-requested degree) is played by the trace fine-tune ``trace-<preset>.zip`` (``trace-ddls.zip``
-under every preset and placer no trace agent was trained for), on the cluster it was trained on.
+requested degree) is played by the trace fine-tune ``trace-<preset>[-<placer>].zip`` (or the
+one that stands in for the setting: :data:`TRACE_STAND_INS`), on the cluster it was trained on.
 ``pac-ml-given-label`` is the former rule, an oracle: it picks one checkpoint from *every* job's
 beta, future jobs included (the trace fine-tune when every job is a trace's).
 """
@@ -68,9 +68,11 @@ STAND_INS: dict[tuple[str, str], str] = {("physical", "best-fit"): "general-phys
 #: plays every job that carries its user's requested degree (:attr:`Decision.requested_degree`).
 TRACE = "trace"
 
-#: The trace agent of a preset and placer no trace agent was trained for: the first-fit ddls
-#: one, chosen on the trace validation windows under every preset and placer, where the
-#: general agents (trained on the paper's workload) block far more (``docs/traces.md``).
+#: The trace agent of a preset and placer no trace agent was trained for, chosen on the trace
+#: validation windows over the other shipped agents (``docs/traces.md``): the preset's own
+#: (under ``physical`` the compact one), else the first-fit ddls one. The general agents,
+#: trained on the paper's workload, block far more on trace jobs.
+TRACE_STAND_INS: dict[str, str] = {"physical": "trace-physical-compact.zip"}
 TRACE_STAND_IN = "trace-ddls.zip"
 
 
@@ -80,14 +82,15 @@ def default_checkpoint(preset: str = "ddls", distribution: str | None = None,
     one is shipped, else the general agent; those trained under ``placer`` first
     (``<name>-<preset>-<placer>.zip``, or ``<name>-<preset>.zip`` for first fit), then the
     stand-in chosen for it (:data:`STAND_INS`), then the first-fit ones (their observations
-    are the placer's own, so they play under any placer). For :data:`TRACE` the trace agent
-    stands in before any general agent (:data:`TRACE_STAND_IN`): a trace's jobs differ from
-    the paper's more than one placer or preset from another."""
+    are the placer's own, so they play under any placer). For :data:`TRACE` the trace agents
+    stand in before any general agent (:data:`TRACE_STAND_INS`, :data:`TRACE_STAND_IN`): a
+    trace's jobs differ from the paper's more than one placer or preset from another."""
     names = ([] if distribution is None else [distribution]) + ["general"]
     own = f"-{placer}" if placer != DEFAULT_PLACER else ""
     files = [f"{name}-{preset}{own}.zip" for name in names]
     if distribution == TRACE:
-        files.insert(1, TRACE_STAND_IN)
+        files[1:1] = [*([TRACE_STAND_INS[preset]] if preset in TRACE_STAND_INS else []),
+                      TRACE_STAND_IN]
     files += [STAND_INS[preset, placer]] if (preset, placer) in STAND_INS else []
     files += [f"{name}-{preset}.zip" for name in names] if own else []
     for file in files:
