@@ -33,6 +33,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from pacopt.infra.errors import InputError
+from pacopt.model.trace import EVALUATION_WINDOWS
 
 if not __package__:  # run as a file: the suite importable from the repository's root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
@@ -43,9 +44,8 @@ from benchmarks.common import (  # noqa: E402
 CLUSTERS = ("01", "02", "03", "04", "05", "07", "08", "09")
 RULES = ("min-feasible", "tuned", "as-requested", "elasticflow")
 TEACHER = "teacher (hindsight rollout over min-feasible)"
-#: window kind -> its ``workload.trace`` fields (as EVALUATION_WINDOWS, by name)
-WINDOWS = {"first": {"num_jobs": 1001}, "later": {"start_s": 2_592_000.0, "num_jobs": 1001},
-           "busiest": {"window": "busiest", "num_jobs": 200}}
+#: window kind -> its ``workload.trace`` fields
+WINDOWS = dict(zip(("first", "later", "busiest"), EVALUATION_WINDOWS))
 LOAD = 0.5
 
 

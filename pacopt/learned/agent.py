@@ -70,10 +70,11 @@ TRACE = "trace"
 
 #: The trace agent of a preset and placer no trace agent was trained for, chosen on the trace
 #: validation windows over the other shipped agents (``docs/traces.md``): the preset's own
-#: (under ``physical`` the compact one), else the first-fit ddls one. The general agents,
-#: trained on the paper's workload, block far more on trace jobs.
-TRACE_STAND_INS: dict[str, str] = {"physical": "trace-physical-compact.zip"}
+#: (under ``physical`` the compact one), else :data:`TRACE_STAND_IN`, the first-fit ddls one.
+#: The general agents, trained on the paper's workload, block far more on trace jobs.
 TRACE_STAND_IN = "trace-ddls.zip"
+TRACE_STAND_INS: dict[str, str] = {"ddls": TRACE_STAND_IN,
+                                   "physical": "trace-physical-compact.zip"}
 
 
 def default_checkpoint(preset: str = "ddls", distribution: str | None = None,
@@ -89,8 +90,7 @@ def default_checkpoint(preset: str = "ddls", distribution: str | None = None,
     own = f"-{placer}" if placer != DEFAULT_PLACER else ""
     files = [f"{name}-{preset}{own}.zip" for name in names]
     if distribution == TRACE:
-        files[1:1] = [*([TRACE_STAND_INS[preset]] if preset in TRACE_STAND_INS else []),
-                      TRACE_STAND_IN]
+        files[1:1] = [TRACE_STAND_INS.get(preset, TRACE_STAND_IN), TRACE_STAND_IN]
     files += [STAND_INS[preset, placer]] if (preset, placer) in STAND_INS else []
     files += [f"{name}-{preset}.zip" for name in names] if own else []
     for file in files:

@@ -60,6 +60,7 @@ _BEST_FIT_32 = {"placement": "best-fit", **_GENERAL, "rollout_futures": 32, "min
 #: The ITP clusters with windows outside those ``docs/traces.md`` measures on (01 and 05 have
 #: none: ``trace-ddls`` never sees them).
 TRACE_TRAINING = "cluster02,cluster03,cluster04,cluster07,cluster08,cluster09"
+# the trace agents' recipe: the hindsight teacher over min-feasible, eight DAgger rounds
 _TRACE = {"trace": TRACE_TRAINING, "teacher": "lookahead:min-feasible", "warm_episodes": 8,
           "dagger_rounds": 8, "dagger_episodes": 4, "warm_epochs": 32, "regret_weight": 4.0,
           "max_steps": 1, "envs": 2, "minutes": 100.0}
@@ -79,8 +80,8 @@ def _distilled_teacher(dist: str, episodes: int) -> Recipe:
 #: The recipes by name: those of the shipped checkpoints (``general-ddls``,
 #: ``general-ddls-best-fit``, ``general-physical``, ``general-physical-compact``, ``C-ddls``,
 #: ``B-ddls-best-fit``, ``trace-ddls``, ``trace-physical-compact``); variants that validated no
-#: better and are not shipped (``general-ddls-best-fit-8``, ``general-ddls-best-fit-128``, ``general-ddls-32``,
-#: ``A-ddls``); a general agent distilled from four per-distribution teachers
+#: better and are not shipped (``general-ddls-best-fit-8``, ``general-ddls-best-fit-128``,
+#: ``general-ddls-32``, ``A-ddls``); a general agent distilled from four per-distribution teachers
 #: (``general-ddls-distilled``, and its teachers ``A-ddls-table``, ``B-ddls``, ``C-ddls-table``,
 #: ``D-ddls``); and a policy-iteration run whose curve ships (``policy-iteration-A``). What each
 #: measured: ``docs/experiments.md``.
