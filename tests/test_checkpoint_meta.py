@@ -86,7 +86,16 @@ def test_shipped_checkpoints_have_complete_metadata(path):
     recipe = get_recipe(meta["recipe"]).config(recorded_overrides(meta["recipe_overrides"], ""),
                                                out="runs")
     recorded = {k: v for k, v in asdict(config).items() if k in meta["config"]}
-    assert {k: v for k, v in asdict(recipe).items() if k in meta["config"]} == recorded
+    assert same_init({k: v for k, v in asdict(recipe).items() if k in meta["config"]}) == \
+        same_init(recorded)
+
+
+def same_init(settings: dict) -> dict:
+    """``settings`` with ``init`` as an absolute path: a recipe's ``{shipped}`` is the shipped
+    folder's absolute path, a run records the path it was given (from the repository's root)."""
+    if settings.get("init"):
+        return {**settings, "init": str(Path(settings["init"]).resolve())}
+    return settings
 
 
 def test_another_format_fails_in_one_line_another_code_version_loads(tmp_path, capsys):
@@ -323,6 +332,32 @@ def test_a_trace_agent_trained_for_the_placer_comes_before_the_stand_in(tmp_path
         "trace-physical-compact.zip"
     (tmp_path / "trace-physical-compact.zip").unlink()
     assert agent.default_checkpoint("physical", TRACE, "first-fit").name == "trace-ddls.zip"
+
+
+def test_a_cluster_shape_s_fine_tune_plays_every_distribution_there_and_nowhere_else(
+        tmp_path, monkeypatch):
+    from pacopt.learned import agent
+
+    monkeypatch.setattr(agent, "CHECKPOINT_DIR", tmp_path)
+    for name in ("general-ddls-best-fit.zip", "B-ddls-best-fit.zip", "trace-ddls.zip",
+                 "8x8x4-ddls-best-fit.zip"):
+        (tmp_path / name).write_bytes(b"")
+    for dist in (None, "A", "B"):
+        assert agent.default_checkpoint("ddls", dist, "best-fit", (8, 8, 4)).name == \
+            "8x8x4-ddls-best-fit.zip"
+    # the paper's cluster, another shape, a trace's jobs and another placer keep theirs
+    assert agent.default_checkpoint("ddls", "B", "best-fit", (4, 4, 2)).name == \
+        "B-ddls-best-fit.zip"
+    # a shape without its own: the nearest by server count, if nearer than the paper's
+    assert agent.default_checkpoint("ddls", "A", "best-fit", (16, 16, 4)).name == \
+        "8x8x4-ddls-best-fit.zip"
+    assert agent.default_checkpoint("ddls", None, "best-fit", (4, 4, 4)).name == \
+        "general-ddls-best-fit.zip"
+    assert agent.default_checkpoint("ddls", TRACE, "best-fit", (8, 8, 4)).name == \
+        "trace-ddls.zip"
+    (tmp_path / "general-ddls.zip").write_bytes(b"")
+    assert agent.default_checkpoint("ddls", None, "first-fit", (8, 8, 4)).name == \
+        "general-ddls.zip"
 
 
 @pytest.mark.parametrize("placer", ["first-fit", "best-fit"])

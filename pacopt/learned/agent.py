@@ -23,6 +23,9 @@ before the first guess, where no fine-tune is shipped and on a cluster other tha
 fine-tune was trained and chosen on; a job replayed from a trace (it carries its user's
 requested degree) is played by the trace fine-tune ``trace-<preset>[-<placer>].zip`` (or the
 one that stands in for the setting: :data:`TRACE_STAND_INS`), on the cluster it was trained on.
+On another cluster shape the agent of the shape nearest it, if nearer than the paper's 4x4x2,
+plays the paper's distributions (``<C>x<R>x<S>-<preset>[-<placer>].zip``,
+:func:`shape_fine_tune`; shipped: ``8x8x4-ddls-best-fit.zip``).
 ``pac-ml-given-label`` is the former rule, an oracle: it picks one checkpoint from *every* job's
 beta, future jobs included (the trace fine-tune when every job is a trace's).
 """
@@ -30,6 +33,8 @@ beta, future jobs included (the trace fine-tune when every job is a trace's).
 from __future__ import annotations
 
 import copy
+import math
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -41,6 +46,7 @@ from pacopt.infra.extras import MissingExtra, available, require
 from pacopt.learned.checkpoint_meta import (
     AGENT_KIND,
     AGENT_POLICY,
+    CHECKPOINT_DIR,
     check_agent_checkpoint,
     read_metadata,
     summary,
@@ -54,7 +60,6 @@ from pacopt.model.placers import DEFAULT_PLACER
 from pacopt.model.topology import RampCluster
 from pacopt.online.recognise import BetaRecogniser, instance_distribution
 
-CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 _IN_MEMORY = "network-in-memory"  # the path shown for a network handed over in memory
 
 
@@ -78,16 +83,23 @@ TRACE_STAND_INS: dict[str, str] = {"ddls": TRACE_STAND_IN,
 
 
 def default_checkpoint(preset: str = "ddls", distribution: str | None = None,
-                       placer: str = DEFAULT_PLACER) -> Path:
+                       placer: str = DEFAULT_PLACER,
+                       cluster: tuple[int, int, int] | None = None) -> Path:
     """The shipped checkpoint for ``preset`` and ``placer``: the fine-tune of ``distribution`` if
     one is shipped, else the general agent; those trained under ``placer`` first
     (``<name>-<preset>-<placer>.zip``, or ``<name>-<preset>.zip`` for first fit), then the
     stand-in chosen for it (:data:`STAND_INS`), then the first-fit ones (their observations
     are the placer's own, so they play under any placer). For :data:`TRACE` the trace agents
     stand in before any general agent (:data:`TRACE_STAND_INS`, :data:`TRACE_STAND_IN`): a
-    trace's jobs differ from the paper's more than one placer or preset from another."""
+    trace's jobs differ from the paper's more than one placer or preset from another. On a
+    ``cluster`` (groups, racks, servers per rack) other than the paper's, a cluster shape's
+    agent (:func:`shape_fine_tune`) plays the paper's distributions before any other: the
+    others were chosen on the paper's cluster."""
     names = ([] if distribution is None else [distribution]) + ["general"]
     own = f"-{placer}" if placer != DEFAULT_PLACER else ""
+    shape = shape_fine_tune(preset, own, cluster) if distribution != TRACE else None
+    if shape is not None:
+        names.insert(0, shape)
     files = [f"{name}-{preset}{own}.zip" for name in names]
     if distribution == TRACE:
         files[1:1] = [TRACE_STAND_INS.get(preset, TRACE_STAND_IN), TRACE_STAND_IN]
@@ -103,6 +115,26 @@ def default_checkpoint(preset: str = "ddls", distribution: str | None = None,
              if others else f" (general-{preset}.zip)")
     raise InputError(f"no shipped pac-ml checkpoint for preset '{preset}'{where}; train one with "
                      "`pacopt train` and pass --checkpoint")
+
+
+def shape_fine_tune(preset: str, own: str, cluster: tuple[int, int, int] | None) -> str | None:
+    """The name (``<C>x<R>x<S>``) of the shipped fine-tune ``<C>x<R>x<S>-<preset><own>.zip``
+    trained on the cluster shape nearest ``cluster`` by server count (a ratio: 1024 servers are
+    nearer 256 than 32), or None where the paper's 4x4x2 is as near (its agents play there).
+    Chosen on validation seeds: on 16x16x4 the 8x8x4 agent blocks less than the 4x4x2 one
+    (``docs/scale.md``)."""
+    paper = RampCluster().dims
+    if cluster is None or tuple(cluster) == paper:
+        return None
+    servers = math.prod(cluster)
+    pattern = re.compile(rf"(\d+)x(\d+)x(\d+)-{re.escape(preset + own)}")
+    shapes = [tuple(int(n) for n in match.groups()) for path in CHECKPOINT_DIR.glob("*.zip")
+              if (match := pattern.fullmatch(path.stem))]
+    best = min(shapes, key=lambda shape: abs(math.log(math.prod(shape) / servers)), default=None)
+    if best is None or abs(math.log(math.prod(best) / servers)) >= abs(
+            math.log(math.prod(paper) / servers)):
+        return None
+    return "x".join(map(str, best))
 
 
 @lru_cache(maxsize=8)
@@ -161,15 +193,16 @@ class LearnedPolicy:
         elif checkpoint:
             paths = {None: Path(checkpoint)}
         else:
-            preset, placer = ((instance.model.preset, instance.model.placement)
-                              if instance is not None else ("ddls", DEFAULT_PLACER))
+            preset, placer, dims = ((instance.model.preset, instance.model.placement,
+                                     instance.cluster.dims) if instance is not None
+                                    else ("ddls", DEFAULT_PLACER, None))
             if given_label:
                 label = (TRACE if instance is not None and instance.jobs
                          and all(job.requested_degree is not None for job in instance.jobs)
                          else instance_distribution(instance))
-                paths = {None: default_checkpoint(preset, label, placer)}
+                paths = {None: default_checkpoint(preset, label, placer, dims)}
             else:  # None: before the first guess
-                paths = {dist: default_checkpoint(preset, dist, placer)
+                paths = {dist: default_checkpoint(preset, dist, placer, dims)
                          for dist in (None, *PAPER_DISTRIBUTIONS, TRACE)}
                 self.recogniser = BetaRecogniser()
         self._label = "pac-ml-given-label" if given_label and not checkpoint else "pac-ml"

@@ -45,6 +45,9 @@ from pacopt.infra.checkpoint import check_checkpoint
 from pacopt.infra.errors import InputError
 from pacopt.infra.safe_write import write_atomically
 
+#: The shipped checkpoints' folder (package data).
+CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
+
 #: The current checkpoint format: bump it when the observations or the network's layout change
 #: (and retrain the shipped checkpoints with ``pacopt train --recipe NAME``).
 CHECKPOINT_FORMAT = 2

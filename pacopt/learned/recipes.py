@@ -8,7 +8,8 @@ settings are defaults: flags given on the command line beside ``--recipe`` overr
 the run records both (``run.json`` and each checkpoint's metadata,
 :mod:`pacopt.learned.checkpoint_meta`). A recipe with steps runs each step, then itself, into
 a subfolder of ``--out`` named after it, each a normal resumable run (``pacopt train --resume
---out DIR`` goes on with the first unfinished one); ``{out}`` in a setting is that ``--out``.
+--out DIR`` goes on with the first unfinished one); ``{out}`` in a setting is that ``--out``,
+``{shipped}`` the shipped checkpoints' folder (a fine-tune from a shipped agent).
 
 Kept free of torch, as :mod:`pacopt.learned.train_config` is, so that the command checks its
 flags before importing it.
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from pacopt.infra.errors import InputError
+from pacopt.learned.checkpoint_meta import CHECKPOINT_DIR
 from pacopt.learned.train_config import TrainConfig
 from pacopt.model.paper_workload import PAPER_DISTRIBUTIONS
 
@@ -32,7 +34,8 @@ class Recipe:
     name: str
     summary: str
     #: TrainConfig field -> value (the values the flags give: ``distributions`` a tuple,
-    #: ``spill`` a bool, ``teacher`` "" for none); ``{out}`` in a text is ``--out``. Recipes
+    #: ``spill`` a bool, ``teacher`` "" for none); ``{out}`` in a text is ``--out``,
+    #: ``{shipped}`` the shipped checkpoints' folder. Recipes
     #: of checkpoints trained with the table of degrees say ``degree_features: False``.
     settings: dict = field(default_factory=dict)
     #: Recipes run first, each into ``--out``/<its name>; this one then runs into
@@ -41,9 +44,11 @@ class Recipe:
 
     def config(self, given: dict | None = None, out: str | Path = ".") -> TrainConfig:
         """The run's settings: this recipe's, overridden by ``given`` (TrainConfig field ->
-        value, as given on the command line), ``{out}`` replaced by ``out``."""
-        settings = {name: value.replace("{out}", str(out)) if isinstance(value, str) else value
-                    for name, value in self.settings.items()}
+        value, as given on the command line), ``{out}`` replaced by ``out`` and ``{shipped}``
+        by the shipped checkpoints' folder."""
+        settings = {name: value.replace("{out}", str(out)).replace("{shipped}",
+                                                                    str(CHECKPOINT_DIR))
+                    if isinstance(value, str) else value for name, value in self.settings.items()}
         return TrainConfig(**{**settings, **(given or {})})
 
 
@@ -79,9 +84,9 @@ def _distilled_teacher(dist: str, episodes: int) -> Recipe:
 
 #: The recipes by name: those of the shipped checkpoints (``general-ddls``,
 #: ``general-ddls-best-fit``, ``general-physical``, ``general-physical-compact``, ``C-ddls``,
-#: ``B-ddls-best-fit``, ``trace-ddls``, ``trace-physical-compact``); variants that validated no
-#: better and are not shipped (``general-ddls-best-fit-8``, ``general-ddls-best-fit-128``,
-#: ``general-ddls-32``, ``A-ddls``); a general agent distilled from four per-distribution teachers
+#: ``B-ddls-best-fit``, ``trace-ddls``, ``trace-physical-compact``, ``8x8x4-ddls-best-fit``);
+#: variants that validated no better and are not shipped (``general-ddls-best-fit-8``,
+#: ``general-ddls-best-fit-128``, ``general-ddls-32``, ``A-ddls``); a general agent distilled from four per-distribution teachers
 #: (``general-ddls-distilled``, and its teachers ``A-ddls-table``, ``B-ddls``, ``C-ddls-table``,
 #: ``D-ddls``); and a policy-iteration run whose curve ships (``policy-iteration-A``). What each
 #: measured: ``docs/experiments.md``.
@@ -159,6 +164,15 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            "and a stand-in under best fit and first fit): the trace-ddls recipe under the "
            "physical preset and compact; needs the traces",
            {**_TRACE, "preset": "physical", "placement": "compact"}),
+    Recipe("8x8x4-ddls-best-fit", "the shipped agent for larger clusters under best fit "
+           "(8x8x4 and the shapes nearer it than 4x4x2): the shipped best-fit agent fitted on "
+           "from its weights to the hindsight rollout over best-fit tuned on 8 episodes of each "
+           "distribution on 8x8x4, soft targets and the regret term fitted for 32 epochs, then "
+           "four DAgger rounds of 2, no PPO (29 min to its checkpoint, 39 in all)",
+           {"cluster": "8x8x4", "placement": "best-fit", "init": "{shipped}/general-ddls-best-fit.zip",
+            "teacher": "lookahead", "warm_episodes": 8, "warm_epochs": 32, "regret_weight": 4.0,
+            "dagger_rounds": 4, "dagger_episodes": 2, "max_steps": 1, "envs": 2,
+            "minutes": 75.0}),
     Recipe("general-physical", "the general recipe under the physical preset and first fit: "
            "imitation of the rollout teacher over first-fit tuned, 8 episodes of each "
            "distribution and a DAgger round, no PPO; degree features (36 min to its checkpoint)",
