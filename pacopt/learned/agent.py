@@ -123,16 +123,18 @@ def shape_fine_tune(preset: str, own: str, cluster: tuple[int, int, int] | None)
     nearer 256 than 32), or None where the paper's 4x4x2 is as near (its agents play there).
     Chosen on validation seeds: on 16x16x4 the 8x8x4 agent blocks less than the 4x4x2 one
     (``docs/scale.md``)."""
-    paper = RampCluster().dims
-    if cluster is None or tuple(cluster) == paper:
+    if cluster is None:
         return None
     servers = math.prod(cluster)
+
+    def distance(shape) -> float:  # of server counts, as a ratio
+        return abs(math.log(math.prod(shape) / servers))
+
     pattern = re.compile(rf"(\d+)x(\d+)x(\d+)-{re.escape(preset + own)}")
     shapes = [tuple(int(n) for n in match.groups()) for path in CHECKPOINT_DIR.glob("*.zip")
               if (match := pattern.fullmatch(path.stem))]
-    best = min(shapes, key=lambda shape: abs(math.log(math.prod(shape) / servers)), default=None)
-    if best is None or abs(math.log(math.prod(best) / servers)) >= abs(
-            math.log(math.prod(paper) / servers)):
+    best = min(shapes, key=distance, default=None)
+    if best is None or distance(best) >= distance(RampCluster().dims):
         return None
     return "x".join(map(str, best))
 
