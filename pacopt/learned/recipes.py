@@ -87,9 +87,9 @@ def _distilled_teacher(dist: str, episodes: int) -> Recipe:
 #: ``B-ddls-best-fit``, ``trace-ddls``, ``trace-physical-compact``, ``8x8x4-ddls-best-fit``);
 #: variants that validated no better and are not shipped (``general-ddls-best-fit-8``,
 #: ``general-ddls-best-fit-128``, ``general-ddls-32``, ``A-ddls``); a general agent distilled
-#: from four per-distribution teachers (``general-ddls-distilled``, and its teachers ``A-ddls-table``, ``B-ddls``, ``C-ddls-table``,
-#: ``D-ddls``); and a policy-iteration run whose curve ships (``policy-iteration-A``). What each
-#: measured: ``docs/experiments.md``.
+#: from four per-distribution teachers (``general-ddls-distilled``, and its teachers
+#: ``A-ddls-table``, ``B-ddls``, ``C-ddls-table``, ``D-ddls``); and a policy-iteration run whose
+#: curve ships (``policy-iteration-A``). What each measured: ``docs/experiments.md``.
 RECIPES: dict[str, Recipe] = {r.name: r for r in [
     Recipe("A-ddls", "a beta-A fine-tune, not shipped (the shipped general agent validates "
            "lower on A): imitation of the rollout teacher on 24 episodes, soft "
@@ -170,7 +170,8 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            "distribution on 8x8x4, soft targets and the regret term fitted for 32 epochs, then "
            "four DAgger rounds of 2, no PPO (29 min to its checkpoint, 39 in all)",
            {"cluster": "8x8x4", "placement": "best-fit",
-            "init": "{shipped}/general-ddls-best-fit.zip", "teacher": "lookahead", "warm_episodes": 8, "warm_epochs": 32, "regret_weight": 4.0,
+            "init": "{shipped}/general-ddls-best-fit.zip", "teacher": "lookahead",
+            "warm_episodes": 8, "warm_epochs": 32, "regret_weight": 4.0,
             "dagger_rounds": 4, "dagger_episodes": 2, "max_steps": 1, "envs": 2,
             "minutes": 75.0}),
     Recipe("general-physical", "the general recipe under the physical preset and first fit: "
