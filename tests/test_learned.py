@@ -395,13 +395,16 @@ def test_a_rollout_teachers_soft_target_ranks_degrees_by_their_rollout_scores(pi
 
 
 def test_the_rollout_teachers_futures_and_guard_come_from_the_config():
-    """``--rollout-futures`` and ``--rollout-significance`` reach the rollout teacher (and
-    ``improve``'s first round, which is one); ``lookahead`` plays the real future alone."""
+    """``--rollout-futures``, ``--rollout-significance`` and ``--rollout-terminal-weight`` reach
+    the rollout teacher (and ``improve``'s first round, which is one); ``lookahead`` plays the
+    real future alone, with the terminal weight too."""
     from pacopt.learned.teacher import TeacherSpec, make_teacher
     from pacopt.learned.train import TrainConfig
 
-    config = TrainConfig(rollout_futures=3, rollout_significance=1.5)
-    for bad in ({"rollout_futures": 0}, {"rollout_significance": -1.0}):
+    config = TrainConfig(rollout_futures=3, rollout_significance=1.5,
+                         rollout_terminal_weight=0.2)
+    for bad in ({"rollout_futures": 0}, {"rollout_significance": -1.0},
+                {"rollout_terminal_weight": -0.1}, {"rollout_terminal_weight": float("nan")}):
         with pytest.raises(InputError):
             TrainConfig(**bad)
     fam = family(30)
@@ -409,10 +412,13 @@ def test_the_rollout_teachers_futures_and_guard_come_from_the_config():
         teacher = make_teacher(replace(config, teacher=name).teacher_spec(), "B", fam, seed=3)
         assert len(teacher.rollout.futures) == 3 and teacher.significance == 1.5
         assert all(len(stream) == 30 for stream in teacher.rollout.futures)
+        assert teacher.rollout.terminal_weight == 0.2
     default = make_teacher(TeacherSpec.parse("rollout"), "B", fam, seed=3)
     assert len(default.rollout.futures) == 8 and default.significance == 0.0
-    assert make_teacher(replace(config, teacher="lookahead").teacher_spec(), "B", fam,
-                        seed=3).rollout.futures is None
+    assert default.rollout.terminal_weight == 0.0
+    lookahead = make_teacher(replace(config, teacher="lookahead").teacher_spec(), "B", fam,
+                             seed=3).rollout
+    assert lookahead.futures is None and lookahead.terminal_weight == 0.2
 
 
 def test_the_significance_guard_lowers_each_departure_by_its_noise():

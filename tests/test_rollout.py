@@ -107,3 +107,33 @@ def test_the_exact_warm_start_includes_the_rollout_over_the_best_policy():
     check_choice(problem, rolled)
     assert len(rolled) > len(plain)  # 23 against 21 here
     assert rolled_name == f"rollout({name})"
+
+
+def test_a_terminal_weight_prices_the_worker_time_a_fork_leaves_held():
+    """With a ``terminal_weight`` each fork's score is its accepted jobs less the weight times the
+    worker-time its jobs still hold when it ends, in jobs' worth (the mean sequential JCT of the
+    graphs): recomputed here from the fork's records, not from the cluster state the rollout
+    reads."""
+    instance = contended(5)
+    base = make_policy("para-max", instance)
+    episode = OnlineEpisode(instance)
+    while episode.decision.job_index < 8 or episode.decision.worthwhile_mask().sum() < 2:
+        episode.decide(int(base.choose(episode.decision)))
+    plain = Rollout(base, horizon=6)
+    priced = Rollout(base, horizon=6, terminal_weight=0.3)
+    worth = np.mean([table.seq_jct_ms for table in episode.tables.values()])
+    _, plain_scores = plain.stream_scores(episode)
+    _, priced_scores = priced.stream_scores(episode)
+    assert len(plain_scores) >= 2
+    differed = False
+    for degree, score in plain_scores.items():
+        fork = episode.fork()
+        start = fork.decision.job_index
+        fork.decide(degree)
+        while not fork.done and fork.decision.job_index <= start + 6:
+            fork.decide(int(base.choose(fork.decision)))
+        now = fork.state.now_ms
+        held = sum(len(r.workers) * max(0.0, r.end_ms - now) for r in fork.records if r.accepted)
+        assert priced_scores[degree][0] == pytest.approx(score[0] - 0.3 * held / worth)
+        differed |= held > 0
+    assert differed

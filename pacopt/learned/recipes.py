@@ -167,10 +167,12 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
     Recipe("8x8x4-ddls-best-fit", "the shipped agent for larger clusters under best fit "
            "(8x8x4 and the shapes nearer it than 4x4x2): the shipped best-fit agent fitted on "
            "from its weights to the hindsight rollout over best-fit tuned on 8 episodes of each "
-           "distribution on 8x8x4, soft targets and the regret term fitted for 32 epochs, then "
-           "four DAgger rounds of 2, no PPO (29 min to its checkpoint, 39 in all)",
+           "distribution on 8x8x4, each fork's score less 0.1 job per job's worth of "
+           "worker-time it leaves held, soft targets and the regret term fitted for 32 epochs, "
+           "then four DAgger rounds of 2, no PPO (20 min to its checkpoint, 36 in all)",
            {"cluster": "8x8x4", "placement": "best-fit",
             "init": "{shipped}/general-ddls-best-fit.zip", "teacher": "lookahead",
+            "rollout_terminal_weight": 0.1,
             "warm_episodes": 8, "warm_epochs": 32, "regret_weight": 4.0,
             "dagger_rounds": 4, "dagger_episodes": 2, "max_steps": 1, "envs": 2,
             "minutes": 75.0}),

@@ -70,6 +70,9 @@ class TeacherSpec:
     #: of its gain over the base's degree taken off every other degree's score (0: off).
     rollout_streams: int = SAMPLED_FUTURES
     rollout_significance: float = 0.0
+    #: Jobs per job's worth of worker-time still held when a fork of the rollout teachers
+    #: (``rollout``, ``lookahead``) ends, taken off its score (:class:`Rollout`; 0: off).
+    rollout_terminal_weight: float = 0.0
     #: The improve teacher's streams, arrivals per fork, margin (jobs added to the student's
     #: own degree) and significance (as ``rollout_significance``).
     improve_streams: int = IMPROVE_FUTURES
@@ -153,7 +156,8 @@ def make_teacher(spec: TeacherSpec, distribution: str, family: WorkloadFamily | 
     if spec.kind in ("rollout", "lookahead", "improve"):
         futures = None if spec.kind == "lookahead" else sampled(spec.rollout_streams)
         return RolloutTarget(Rollout(make_policy(_policy_name(spec, distribution)),
-                                     SAMPLED_HORIZON if futures else LOOKAHEAD_HORIZON, futures),
+                                     SAMPLED_HORIZON if futures else LOOKAHEAD_HORIZON, futures,
+                                     terminal_weight=spec.rollout_terminal_weight),
                              spec.temperature, significance=spec.rollout_significance)
     if spec.kind == "agent":  # a trained agent per distribution: distillation
         from pacopt.learned.gnn import greedy_degree  # torch: only once an agent plays

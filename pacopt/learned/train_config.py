@@ -78,8 +78,8 @@ _COUNTS_ERROR = ("--envs, --jobs, --steps, --dagger-episodes, --label-every, --r
                  "--improve-futures, --improve-horizon and --warm-epochs must be "
                  ">= 1, --seed, --warm-episodes, --dagger-rounds and --improve-keep >= 0")
 _TARGET_ERROR = ("--teacher-temperature must be a finite number > 0, and --regret-weight, "
-                 "--rollout-significance, --improve-margin and --improve-significance finite "
-                 "numbers >= 0")
+                 "--rollout-significance, --rollout-terminal-weight, --improve-margin and "
+                 "--improve-significance finite numbers >= 0")
 
 
 @dataclass
@@ -149,6 +149,13 @@ class TrainConfig:
         0.0, "--rollout-significance", "standard errors of its gain over the base policy's "
         "degree (stream by stream) the rollout teacher takes off every other degree's score, "
         "as --improve-significance does for the improve teacher (default %(default)g: off)",
+        minimum=0, error=_TARGET_ERROR)
+    rollout_terminal_weight: float = _option(
+        0.0, "--rollout-terminal-weight", "jobs per job's worth of worker-time (the mean "
+        "sequential JCT of the episode's graphs) that the jobs running when a fork of the "
+        "rollout or lookahead teacher ends still hold, taken off the fork's score: the beam "
+        "search's future cost at the fork's end, which breaks the forks' ties towards the "
+        "degree that leaves the cluster freer (default %(default)g: off)",
         minimum=0, error=_TARGET_ERROR)
     improve_futures: int = _option(IMPROVE_FUTURES, "--improve-futures", "the improve "
                                    "teacher's sampled job streams per labelled state (default "
@@ -232,6 +239,7 @@ class TrainConfig:
             self.teacher, preset=self.preset, placer=self.placement,
             temperature=self.teacher_temperature, label_every=self.label_every,
             rollout_streams=self.rollout_futures, rollout_significance=self.rollout_significance,
+            rollout_terminal_weight=self.rollout_terminal_weight,
             improve_streams=self.improve_futures, improve_horizon=self.improve_horizon,
             improve_margin=self.improve_margin, improve_significance=self.improve_significance)
 

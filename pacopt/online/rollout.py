@@ -3,7 +3,12 @@
 At each decision a :class:`Rollout` forks the episode once per worthwhile degree
 (:meth:`~pacopt.model.decision.Decision.worthwhile_mask`), applies that degree, lets the base
 policy decide the next ``horizon`` arrivals, and picks the degree whose forks accept the most jobs
-on average (ties go to the base policy's own choice). Which arrivals the forks play:
+on average (ties go to the base policy's own choice). With a ``terminal_weight`` a fork's score
+also counts what it leaves behind: the worker-time its running jobs still hold when it ends, in
+jobs' worth (a job's worth: the mean sequential JCT of the instance's graphs) times the weight,
+is taken off, as the beam search prices a state's future (:mod:`pacopt.solvers.beam`). Forks of
+a short horizon mostly tie; this breaks the ties towards the degree that leaves the cluster
+freer. Which arrivals the forks play:
 
 - **hindsight** (``futures=None``): the episode's own future arrivals. Offline, where every
   arrival is known, this is a legitimate heuristic (the exact methods' warm start); online it
@@ -44,11 +49,13 @@ class Rollout:
     forks' histories never mix with each other or with the episode's."""
 
     def __init__(self, base: Policy, horizon: int = SAMPLED_HORIZON,
-                 futures: Sequence[Sequence[JobSpec]] | None = None, significance: float = 0.0):
+                 futures: Sequence[Sequence[JobSpec]] | None = None, significance: float = 0.0,
+                 terminal_weight: float = 0.0):
         self.base = base
         self.horizon = horizon
         self.futures = futures
         self.significance = significance  # :meth:`choose`'s guard (see :func:`guarded`)
+        self.terminal_weight = terminal_weight  # jobs per job's worth held at a fork's end
 
     @property
     def name(self) -> str:
@@ -69,16 +76,22 @@ class Rollout:
         fork.instance = replace(episode.instance, jobs=jobs[:index + 1] + after)
         return fork
 
-    def _accepted(self, episode: OnlineEpisode, degree: int, future) -> int:
+    def _accepted(self, episode: OnlineEpisode, degree: int, future) -> float:
         """Accepted jobs among the waiting one and the next ``horizon`` arrivals, after
-        ``degree``."""
+        ``degree``, less the terminal cost (module doc) when there is a ``terminal_weight``."""
         fork = self._fork(episode, future)
         base = self.base.fork() if hasattr(self.base, "fork") else self.base
         start = fork.decision.job_index
         fork.decide(degree)
         while not fork.done and fork.decision.job_index <= start + self.horizon:
             fork.decide(int(base.choose(fork.decision)))
-        return sum(r.accepted for r in fork.records[start:start + self.horizon + 1])
+        accepted = sum(r.accepted for r in fork.records[start:start + self.horizon + 1])
+        if not self.terminal_weight:
+            return accepted
+        state = fork.state
+        held = sum(state.held[job].bit_count() * max(0.0, end - state.now_ms)
+                   for job, end in state.running.items())
+        return accepted - self.terminal_weight * held / _job_worth(episode)
 
     def scores(self, episode: OnlineEpisode,
                allowed: np.ndarray | None = None) -> tuple[int, dict[int, float]]:
@@ -118,6 +131,11 @@ class Rollout:
         if scores.get(base_choice) == best:
             return base_choice
         return max(scores, key=scores.get)
+
+
+def _job_worth(episode: OnlineEpisode) -> float:
+    """A job's worth of worker-time (ms): the mean sequential JCT of the instance's graphs."""
+    return float(np.mean([table.seq_jct_ms for table in episode.tables.values()]))
 
 
 def guarded(per_stream: dict[int, np.ndarray], base: int,
