@@ -406,3 +406,15 @@ def test_a_fine_tune_plays_only_the_cluster_it_was_trained_on(tmp_path, pipedrea
     assert agent._trained_for(observer, network, str(elsewhere), larger.cluster)
     assert not agent._trained_for(observer, network, str(CHECKPOINT_DIR / "C-ddls.zip"),
                                   larger.cluster)
+
+
+def test_a_recipe_records_the_shipped_folder_from_the_repository_root(tmp_path, monkeypatch):
+    """``{shipped}`` becomes the folder from the working directory when it lies under it (so a
+    shipped checkpoint's metadata holds no machine's path, and checks out anywhere), else the
+    absolute folder."""
+    recipe = get_recipe("8x8x4-ddls-best-fit")
+    monkeypatch.chdir(CHECKPOINT_DIR.parents[2])
+    assert recipe.config().init == "pacopt/learned/checkpoints/general-ddls-best-fit.zip"
+    monkeypatch.chdir(tmp_path)
+    init = Path(recipe.config().init)
+    assert init.is_absolute() and init == CHECKPOINT_DIR / "general-ddls-best-fit.zip"

@@ -47,9 +47,20 @@ class Recipe:
         value, as given on the command line), ``{out}`` replaced by ``out`` and ``{shipped}``
         by the shipped checkpoints' folder."""
         settings = {name: value.replace("{out}", str(out)).replace("{shipped}",
-                                                                    str(CHECKPOINT_DIR))
+                                                                    str(shipped_folder()))
                     if isinstance(value, str) else value for name, value in self.settings.items()}
         return TrainConfig(**{**settings, **(given or {})})
+
+
+def shipped_folder() -> Path:
+    """The shipped checkpoints' folder as a run records it: from the working directory when it
+    lies under it (from the repository's root, ``pacopt/learned/checkpoints``, as a command
+    given that path records it, so a checkpoint's metadata holds no machine's path), else
+    absolute."""
+    try:
+        return CHECKPOINT_DIR.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return CHECKPOINT_DIR
 
 
 _ROLLOUT_STUDENT = {"teacher": "rollout", "warm_epochs": 32, "regret_weight": 4.0, "envs": 2,
