@@ -57,6 +57,11 @@ class ClusterState:
         self.running[job] = end_ms
         self.held[job] = mask
 
+    def worker_ms_held(self) -> float:
+        """Worker-time (server-ms) the running jobs still hold after ``now_ms``."""
+        return sum(self.held[job].bit_count() * max(0.0, end - self.now_ms)
+                   for job, end in self.running.items())
+
     def release(self, job: int) -> None:
         """Free every server ``job`` holds."""
         self.occupied &= ~self.held.pop(job)

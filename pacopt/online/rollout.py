@@ -76,9 +76,10 @@ class Rollout:
         fork.instance = replace(episode.instance, jobs=jobs[:index + 1] + after)
         return fork
 
-    def _accepted(self, episode: OnlineEpisode, degree: int, future) -> float:
+    def _score(self, episode: OnlineEpisode, degree: int, future, worth: float) -> float:
         """Accepted jobs among the waiting one and the next ``horizon`` arrivals, after
-        ``degree``, less the terminal cost (module doc) when there is a ``terminal_weight``."""
+        ``degree``, less the terminal cost (module doc; ``worth``: a job's worth, ms) when there
+        is a ``terminal_weight``."""
         fork = self._fork(episode, future)
         base = self.base.fork() if hasattr(self.base, "fork") else self.base
         start = fork.decision.job_index
@@ -88,10 +89,7 @@ class Rollout:
         accepted = sum(r.accepted for r in fork.records[start:start + self.horizon + 1])
         if not self.terminal_weight:
             return accepted
-        state = fork.state
-        held = sum(state.held[job].bit_count() * max(0.0, end - state.now_ms)
-                   for job, end in state.running.items())
-        return accepted - self.terminal_weight * held / _job_worth(episode)
+        return accepted - self.terminal_weight * fork.state.worker_ms_held() / worth
 
     def scores(self, episode: OnlineEpisode,
                allowed: np.ndarray | None = None) -> tuple[int, dict[int, float]]:
@@ -117,7 +115,8 @@ class Rollout:
         if len(candidates) == 1:
             return base_choice, {candidates[0]: np.zeros(1)}
         futures = [None] if self.futures is None else self.futures
-        return base_choice, {d: np.array([self._accepted(episode, d, f) for f in futures],
+        worth = _job_worth(episode) if self.terminal_weight else 1.0
+        return base_choice, {d: np.array([self._score(episode, d, f, worth) for f in futures],
                                          dtype=float)
                              for d in candidates}
 
